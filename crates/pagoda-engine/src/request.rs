@@ -1,0 +1,191 @@
+//! One request's state as the scheduler sees it: its tokens, progress and sampling state.
+
+use crate::ids::{BlockHash, RequestId, TokenId};
+use crate::kv_cache::block_hash::{BlockHasher, ExtraKeys};
+use crate::sampling::{SamplerRng, SamplingParams};
+use crate::stop::FinishReason;
+use std::sync::Arc;
+
+/// Where a request is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestStatus {
+    Waiting,
+    Running,
+    /// Preempted by recompute: back in the waiting queue, its output kept.
+    Preempted,
+    Finished(FinishReason),
+}
+
+/// What the engine hands the scheduler to start a request.
+#[derive(Clone, Debug)]
+pub struct NewRequest {
+    pub id: RequestId,
+    pub prompt_token_ids: Vec<TokenId>,
+    pub sampling: SamplingParams,
+    /// Lower runs first; ties are served in arrival order.
+    pub priority: i32,
+    /// Requests with different salts never share KV blocks (per tenant by default).
+    pub cache_salt: Option<String>,
+}
+
+impl NewRequest {
+    /// A request with priority 0 and no cache salt.
+    pub fn new(id: RequestId, prompt_token_ids: Vec<TokenId>, sampling: SamplingParams) -> Self {
+        Self {
+            id,
+            prompt_token_ids,
+            sampling,
+            priority: 0,
+            cache_salt: None,
+        }
+    }
+
+    pub fn with_priority(mut self, priority: i32) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    pub fn with_cache_salt(mut self, salt: impl Into<String>) -> Self {
+        self.cache_salt = Some(salt.into());
+        self
+    }
+}
+
+/// A request inside the scheduler.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub(crate) id: RequestId,
+    pub(crate) priority: i32,
+    /// Order of arrival; preserved across preemption so a preempted request keeps its place.
+    pub(crate) arrival: u64,
+    pub(crate) cache_salt: Option<Arc<str>>,
+    pub(crate) sampling: SamplingParams,
+    pub(crate) rng: SamplerRng,
+    /// Prompt followed by the output so far.
+    tokens: Vec<TokenId>,
+    num_prompt_tokens: usize,
+    /// Hashes of every full block of `tokens`.
+    block_hashes: Vec<BlockHash>,
+    /// Tokens whose KV is in this request's blocks.
+    pub(crate) num_computed_tokens: usize,
+    /// Prompt tokens served from the prefix cache at first admission (for usage reporting).
+    pub(crate) num_cached_tokens: Option<usize>,
+    pub(crate) num_preemptions: usize,
+    pub(crate) status: RequestStatus,
+}
+
+impl Request {
+    pub(crate) fn new(
+        new: NewRequest,
+        arrival: u64,
+        rng: SamplerRng,
+        hasher: &BlockHasher,
+        block_size: usize,
+    ) -> Self {
+        let mut request = Self {
+            id: new.id,
+            priority: new.priority,
+            arrival,
+            cache_salt: new.cache_salt.map(Arc::from),
+            sampling: new.sampling,
+            rng,
+            num_prompt_tokens: new.prompt_token_ids.len(),
+            tokens: new.prompt_token_ids,
+            block_hashes: Vec::new(),
+            num_computed_tokens: 0,
+            num_cached_tokens: None,
+            num_preemptions: 0,
+            status: RequestStatus::Waiting,
+        };
+        request.update_block_hashes(hasher, block_size);
+        request
+    }
+
+    pub fn id(&self) -> RequestId {
+        self.id
+    }
+
+    pub fn priority(&self) -> i32 {
+        self.priority
+    }
+
+    pub fn status(&self) -> RequestStatus {
+        self.status
+    }
+
+    pub fn sampling(&self) -> &SamplingParams {
+        &self.sampling
+    }
+
+    pub fn cache_salt(&self) -> Option<&str> {
+        self.cache_salt.as_deref()
+    }
+
+    /// Prompt followed by output.
+    pub fn all_token_ids(&self) -> &[TokenId] {
+        &self.tokens
+    }
+
+    pub fn prompt_token_ids(&self) -> &[TokenId] {
+        &self.tokens[..self.num_prompt_tokens]
+    }
+
+    pub fn output_token_ids(&self) -> &[TokenId] {
+        &self.tokens[self.num_prompt_tokens..]
+    }
+
+    pub fn num_tokens(&self) -> usize {
+        self.tokens.len()
+    }
+
+    pub fn num_prompt_tokens(&self) -> usize {
+        self.num_prompt_tokens
+    }
+
+    pub fn num_output_tokens(&self) -> usize {
+        self.tokens.len() - self.num_prompt_tokens
+    }
+
+    pub fn num_computed_tokens(&self) -> usize {
+        self.num_computed_tokens
+    }
+
+    /// Prompt tokens served from the prefix cache when the request was first admitted.
+    pub fn num_cached_tokens(&self) -> Option<usize> {
+        self.num_cached_tokens
+    }
+
+    pub fn num_preemptions(&self) -> usize {
+        self.num_preemptions
+    }
+
+    pub fn block_hashes(&self) -> &[BlockHash] {
+        &self.block_hashes
+    }
+
+    pub fn extra_keys(&self) -> ExtraKeys<'_> {
+        ExtraKeys {
+            cache_salt: self.cache_salt.as_deref(),
+        }
+    }
+
+    pub(crate) fn append_token(&mut self, token: TokenId, hasher: &BlockHasher, block_size: usize) {
+        self.tokens.push(token);
+        self.update_block_hashes(hasher, block_size);
+    }
+
+    fn update_block_hashes(&mut self, hasher: &BlockHasher, block_size: usize) {
+        let extra = ExtraKeys {
+            cache_salt: self.cache_salt.as_deref(),
+        };
+        hasher.extend_hashes(&self.tokens, block_size, extra, &mut self.block_hashes);
+    }
+
+    /// The parts the sampler needs, borrowed together.
+    pub(crate) fn sampling_parts(
+        &mut self,
+    ) -> (&SamplingParams, &[TokenId], &[TokenId], &mut SamplerRng) {
+        let (prompt, output) = self.tokens.split_at(self.num_prompt_tokens);
+        (&self.sampling, prompt, output, &mut self.rng)
+    }
+}

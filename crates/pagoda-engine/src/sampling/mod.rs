@@ -1,0 +1,11 @@
+//! Sampling: request parameters, a seeded per-request RNG, and the sampler that turns one
+//! request's logits row into its next token.
+
+pub mod params;
+mod processors;
+pub mod rng;
+pub mod sampler;
+
+pub use params::{InvalidParam, SamplingParams, MAX_LOGPROBS};
+pub use rng::SamplerRng;
+pub use sampler::{SampleInput, SampledToken, Sampler};

@@ -1,0 +1,223 @@
+use super::*;
+use std::collections::BTreeMap;
+
+const EOS: TokenId = 3;
+
+fn sample_with(
+    params: &SamplingParams,
+    logits: &[f32],
+    output: &[TokenId],
+    seed: u64,
+) -> SampledToken {
+    let mut row = logits.to_vec();
+    let mut rng = SamplerRng::from_seed(seed);
+    Sampler::new().sample(
+        &mut row,
+        SampleInput {
+            params,
+            prompt: &[0],
+            output,
+            eos_token_ids: &[EOS],
+            rng: &mut rng,
+        },
+    )
+}
+
+fn greedy() -> SamplingParams {
+    SamplingParams::greedy(16)
+}
+
+fn random(temperature: f32) -> SamplingParams {
+    SamplingParams {
+        temperature,
+        ..SamplingParams::default()
+    }
+}
+
+fn close(a: f32, b: f32) -> bool {
+    (a - b).abs() < 1e-5
+}
+
+#[test]
+fn greedy_takes_the_argmax_with_ties_to_the_lower_id() {
+    assert_eq!(
+        sample_with(&greedy(), &[0.1, 2.0, -1.0, 0.5], &[], 0).token,
+        1
+    );
+    assert_eq!(
+        sample_with(&greedy(), &[1.0, 2.0, 2.0, 0.0], &[], 0).token,
+        1
+    );
+}
+
+#[test]
+fn logprobs_are_those_of_the_raw_model_output() {
+    // log_softmax([ln 1, ln 2, ln 1]) = [ln 1/4, ln 1/2, ln 1/4].
+    let logits = [0.0, 2f32.ln(), 0.0];
+    let params = SamplingParams {
+        logprobs: Some(2),
+        logit_bias: BTreeMap::from([(0, 10.0)]),
+        ..greedy()
+    };
+    let out = sample_with(&params, &logits, &[], 0);
+    assert_eq!(out.token, 0, "the bias decides the token");
+    assert!(
+        close(out.logprob, 0.25f32.ln()),
+        "but not the reported logprob"
+    );
+    assert_eq!(out.top_logprobs.len(), 2);
+    assert_eq!(out.top_logprobs[0].0, 1);
+    assert!(close(out.top_logprobs[0].1, 0.5f32.ln()));
+    assert_eq!(out.top_logprobs[1].0, 0, "ties go to the lower id");
+    assert!(close(out.top_logprobs[1].1, 0.25f32.ln()));
+}
+
+#[test]
+fn no_top_logprobs_unless_asked() {
+    assert!(sample_with(&greedy(), &[0.0, 1.0], &[], 0)
+        .top_logprobs
+        .is_empty());
+}
+
+#[test]
+fn the_same_seed_draws_the_same_tokens() {
+    let logits: Vec<f32> = (0..50).map(|i| (i % 7) as f32 * 0.3).collect();
+    let draws = |seed| -> Vec<TokenId> {
+        let mut rng = SamplerRng::from_seed(seed);
+        let mut sampler = Sampler::new();
+        let params = random(1.0);
+        (0..20)
+            .map(|_| {
+                let mut row = logits.clone();
+                let input = SampleInput {
+                    params: &params,
+                    prompt: &[],
+                    output: &[],
+                    eos_token_ids: &[],
+                    rng: &mut rng,
+                };
+                sampler.sample(&mut row, input).token
+            })
+            .collect()
+    };
+    assert_eq!(draws(42), draws(42));
+    assert_ne!(draws(42), draws(43));
+}
+
+#[test]
+fn a_draw_inverts_the_cdf_with_the_requests_own_uniform() {
+    // Probabilities 1/4 and 3/4: token 0 exactly when the first uniform is below 1/4.
+    let logits = [0.0, 3f32.ln()];
+    for seed in 0..20 {
+        let u = SamplerRng::from_seed(seed).next_f64();
+        let expected = if u < 0.25 { 0 } else { 1 };
+        assert_eq!(
+            sample_with(&random(1.0), &logits, &[], seed).token,
+            expected,
+            "seed {seed}"
+        );
+    }
+}
+
+#[test]
+fn sampled_frequencies_follow_the_distribution() {
+    let logits = [0.0, 3f32.ln()];
+    let ones = (0..4000)
+        .filter(|&seed| sample_with(&random(1.0), &logits, &[], seed).token == 1)
+        .count();
+    let share = ones as f64 / 4000.0;
+    assert!((share - 0.75).abs() < 0.03, "share of token 1: {share}");
+}
+
+#[test]
+fn top_k_of_one_is_greedy_whatever_the_seed() {
+    let params = SamplingParams {
+        top_k: Some(1),
+        ..random(1.0)
+    };
+    for seed in 0..20 {
+        assert_eq!(sample_with(&params, &[0.0, 0.5, 0.4], &[], seed).token, 1);
+    }
+}
+
+#[test]
+fn top_k_keeps_only_the_k_most_likely() {
+    let params = SamplingParams {
+        top_k: Some(2),
+        ..random(5.0)
+    };
+    for seed in 0..50 {
+        let token = sample_with(&params, &[0.0, 1.0, 0.9, 0.1], &[], seed).token;
+        assert!(token == 1 || token == 2, "seed {seed} drew {token}");
+    }
+}
+
+#[test]
+fn top_p_keeps_the_smallest_set_reaching_p() {
+    // Probabilities 0.5, 0.3, 0.2: top_p 0.7 keeps tokens 0 and 1.
+    let logits = [0.5f32.ln(), 0.3f32.ln(), 0.2f32.ln()];
+    let params = SamplingParams {
+        top_p: 0.7,
+        ..random(1.0)
+    };
+    let drawn: Vec<TokenId> = (0..100)
+        .map(|s| sample_with(&params, &logits, &[], s).token)
+        .collect();
+    assert!(drawn.contains(&0) && drawn.contains(&1));
+    assert!(!drawn.contains(&2));
+}
+
+#[test]
+fn min_p_drops_tokens_far_below_the_best() {
+    // Token 2 has 0.2 / 0.5 = 0.4 of the best probability; min_p 0.5 drops it.
+    let logits = [0.5f32.ln(), 0.3f32.ln(), 0.2f32.ln()];
+    let params = SamplingParams {
+        min_p: 0.5,
+        ..random(1.0)
+    };
+    let drawn: Vec<TokenId> = (0..100)
+        .map(|s| sample_with(&params, &logits, &[], s).token)
+        .collect();
+    assert!(drawn.contains(&0) && drawn.contains(&1));
+    assert!(!drawn.contains(&2));
+}
+
+#[test]
+fn a_tiny_temperature_behaves_like_greedy() {
+    for seed in 0..20 {
+        assert_eq!(
+            sample_with(&random(1e-3), &[1.0, 1.5, 1.4], &[], seed).token,
+            1
+        );
+    }
+}
+
+#[test]
+fn eos_is_masked_before_min_tokens() {
+    let params = SamplingParams {
+        min_tokens: 2,
+        ..greedy()
+    };
+    let logits = [0.0, 1.0, 0.0, 9.0];
+    assert_eq!(sample_with(&params, &logits, &[1], 0).token, 1);
+    assert_eq!(sample_with(&params, &logits, &[1, 1], 0).token, EOS);
+}
+
+#[test]
+fn penalties_steer_greedy_away_from_repeats() {
+    let params = SamplingParams {
+        frequency_penalty: 1.0,
+        ..greedy()
+    };
+    // Token 1 leads by 1.5 but appeared twice in the output.
+    assert_eq!(sample_with(&params, &[0.0, 2.0, 0.5], &[1, 1], 0).token, 2);
+}
+
+#[test]
+fn a_fully_masked_row_falls_back_to_the_raw_argmax() {
+    let params = SamplingParams {
+        logit_bias: BTreeMap::from([(0, f32::NEG_INFINITY), (1, f32::NEG_INFINITY)]),
+        ..random(1.0)
+    };
+    assert_eq!(sample_with(&params, &[0.0, 1.0], &[], 0).token, 1);
+}

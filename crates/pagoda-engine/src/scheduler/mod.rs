@@ -1,0 +1,188 @@
+//! The scheduler: decides which tokens of which requests run each step, under one token budget.
+//!
+//! Each request's computed tokens catch up with its total tokens; prefill, chunked prefill,
+//! prefix-cache hits and decode are all "how many new tokens run now". Running requests are
+//! served before waiting ones. When blocks run out, the lowest-priority, most recently admitted
+//! running request is preempted by recompute.
+//!
+//! Driving it, once per step:
+//! 1. `schedule()` -> `ScheduledBatch`;
+//! 2. the runner computes logits for the entries with `needs_logits`;
+//! 3. `sample()` per such entry;
+//! 4. `update_from_output(&batch, &sampled)` -> finished requests.
+//!
+//! `abort()` and `finish()` may be called between steps.
+
+mod batch;
+mod config;
+mod queue;
+mod step;
+mod update;
+
+#[cfg(test)]
+mod tests;
+
+pub use batch::{ScheduledBatch, ScheduledRequest};
+pub use config::SchedulerConfig;
+pub use update::FinishedRequest;
+
+use crate::error::EngineError;
+use crate::ids::{RequestId, TokenId};
+use crate::kv_cache::{BlockHasher, KvCacheManager};
+use crate::request::{NewRequest, Request};
+use crate::sampling::{SampleInput, SampledToken, Sampler, SamplerRng};
+use crate::stop::StopChecker;
+use queue::{QueueKey, WaitingQueue};
+use std::collections::HashMap;
+
+#[derive(Debug)]
+pub struct Scheduler {
+    config: SchedulerConfig,
+    hasher: BlockHasher,
+    kv: KvCacheManager,
+    stop: StopChecker,
+    requests: HashMap<RequestId, Request>,
+    waiting: WaitingQueue,
+    /// In admission order.
+    running: Vec<RequestId>,
+    next_arrival: u64,
+    /// Seeds requests that bring no seed of their own.
+    seed_source: SamplerRng,
+}
+
+impl Scheduler {
+    /// `eos_token_ids` come from the model's generation config.
+    pub fn new(config: SchedulerConfig, eos_token_ids: Vec<TokenId>) -> Result<Self, EngineError> {
+        config.validate()?;
+        let hasher = BlockHasher::new(config.hash_seed);
+        let kv = KvCacheManager::new(
+            config.num_blocks,
+            config.block_size,
+            config.enable_prefix_caching,
+            hasher,
+        );
+        // A lone request must always fit in the cache, or preempting it could never help.
+        let context_limit = config
+            .max_model_len
+            .min(config.num_blocks * config.block_size);
+        let seed = config.sampling_seed.unwrap_or_else(clock_seed);
+        Ok(Self {
+            stop: StopChecker::new(eos_token_ids, context_limit),
+            config,
+            hasher,
+            kv,
+            requests: HashMap::new(),
+            waiting: WaitingQueue::default(),
+            running: Vec::new(),
+            next_arrival: 0,
+            seed_source: SamplerRng::from_seed(seed),
+        })
+    }
+
+    /// Queues a new request after validating it.
+    pub fn add_request(&mut self, new: NewRequest) -> Result<(), EngineError> {
+        if self.requests.contains_key(&new.id) {
+            return Err(EngineError::DuplicateRequest(new.id));
+        }
+        new.sampling.validate()?;
+        let num_tokens = new.prompt_token_ids.len();
+        if num_tokens == 0 {
+            return Err(EngineError::EmptyPrompt);
+        }
+        let max_tokens = self.config.max_prompt_len();
+        if num_tokens > max_tokens {
+            return Err(EngineError::PromptTooLong {
+                num_tokens,
+                max_tokens,
+            });
+        }
+        let seed = new
+            .sampling
+            .seed
+            .unwrap_or_else(|| self.seed_source.next_u64());
+        let arrival = self.next_arrival;
+        self.next_arrival += 1;
+        let request = Request::new(
+            new,
+            arrival,
+            SamplerRng::from_seed(seed),
+            &self.hasher,
+            self.config.block_size,
+        );
+        self.waiting.push(queue_key(&request), request.id);
+        self.requests.insert(request.id, request);
+        Ok(())
+    }
+
+    /// Samples the next token of `id` from its logits row, with the request's own parameters,
+    /// history and RNG. `None` if the request is unknown.
+    pub fn sample(
+        &mut self,
+        sampler: &mut Sampler,
+        id: RequestId,
+        logits: &mut [f32],
+    ) -> Option<SampledToken> {
+        let request = self.requests.get_mut(&id)?;
+        let (params, prompt, output, rng) = request.sampling_parts();
+        let input = SampleInput {
+            params,
+            prompt,
+            output,
+            eos_token_ids: self.stop.eos_token_ids(),
+            rng,
+        };
+        Some(sampler.sample(logits, input))
+    }
+
+    pub fn config(&self) -> &SchedulerConfig {
+        &self.config
+    }
+
+    pub fn kv_cache(&self) -> &KvCacheManager {
+        &self.kv
+    }
+
+    pub fn stop_checker(&self) -> &StopChecker {
+        &self.stop
+    }
+
+    pub fn request(&self, id: RequestId) -> Option<&Request> {
+        self.requests.get(&id)
+    }
+
+    pub fn num_waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    pub fn num_running(&self) -> usize {
+        self.running.len()
+    }
+
+    pub fn has_unfinished_requests(&self) -> bool {
+        !self.requests.is_empty()
+    }
+
+    /// Running requests in admission order.
+    pub fn running_ids(&self) -> &[RequestId] {
+        &self.running
+    }
+
+    /// Waiting requests in the order they will be admitted.
+    pub fn waiting_ids(&self) -> impl Iterator<Item = RequestId> + '_ {
+        self.waiting.ids()
+    }
+}
+
+fn queue_key(request: &Request) -> QueueKey {
+    QueueKey {
+        priority: request.priority,
+        arrival: request.arrival,
+    }
+}
+
+fn clock_seed() -> u64 {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}

@@ -1,0 +1,147 @@
+//! After a step: append sampled tokens, advance progress, cache full blocks, end requests.
+
+use super::batch::ScheduledBatch;
+use super::{queue_key, Scheduler};
+use crate::error::EngineError;
+use crate::ids::{RequestId, TokenId};
+use crate::request::{NewRequest, Request, RequestStatus};
+use crate::sampling::SamplingParams;
+use crate::stop::FinishReason;
+use std::collections::HashMap;
+
+/// A request that ended, with what usage reporting needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FinishedRequest {
+    pub id: RequestId,
+    pub reason: FinishReason,
+    pub num_prompt_tokens: usize,
+    /// Prompt tokens served from the prefix cache at first admission.
+    pub num_cached_tokens: usize,
+    /// All output tokens, including a final EOS or stop token.
+    pub output_token_ids: Vec<TokenId>,
+}
+
+impl FinishedRequest {
+    fn new(request: Request, reason: FinishReason) -> Self {
+        Self {
+            id: request.id(),
+            reason,
+            num_prompt_tokens: request.num_prompt_tokens(),
+            num_cached_tokens: request.num_cached_tokens().unwrap_or(0),
+            output_token_ids: request.output_token_ids().to_vec(),
+        }
+    }
+}
+
+impl Scheduler {
+    /// Applies a step's results: each scheduled request's computed tokens advance, requests
+    /// that needed logits get their sampled token, newly full blocks enter the prefix cache, and
+    /// requests the `StopChecker` ends are finished and their blocks freed. Requests aborted
+    /// since `schedule` are skipped. Returns the requests that finished.
+    pub fn update_from_output(
+        &mut self,
+        batch: &ScheduledBatch,
+        sampled: &[(RequestId, TokenId)],
+    ) -> Vec<FinishedRequest> {
+        let sampled: HashMap<RequestId, TokenId> = sampled.iter().copied().collect();
+        let mut finished = Vec::new();
+        for entry in &batch.requests {
+            let Some(request) = self.requests.get_mut(&entry.id) else {
+                continue;
+            };
+            if request.status != RequestStatus::Running {
+                continue;
+            }
+            debug_assert_eq!(
+                request.num_computed_tokens, entry.num_computed_tokens,
+                "update_from_output got a stale batch"
+            );
+            request.num_computed_tokens = entry.context_len();
+            let token = sampled.get(&entry.id).filter(|_| entry.needs_logits);
+            debug_assert!(
+                !entry.needs_logits || token.is_some(),
+                "no sampled token for {}",
+                entry.id
+            );
+            if let Some(&token) = token {
+                request.append_token(token, &self.hasher, self.config.block_size);
+            }
+            self.kv
+                .cache_full_blocks(request, request.num_computed_tokens);
+            let reason = token.and_then(|_| {
+                let params = &request.sampling;
+                self.stop.check(
+                    params,
+                    request.num_prompt_tokens(),
+                    request.output_token_ids(),
+                )
+            });
+            if let Some(reason) = reason {
+                finished.extend(self.finish(entry.id, reason));
+            }
+        }
+        finished
+    }
+
+    /// Ends a request for `reason` wherever it is (waiting or running) and frees its blocks.
+    /// Used for stop strings found on the text side. `None` if it is unknown.
+    pub fn finish(&mut self, id: RequestId, reason: FinishReason) -> Option<FinishedRequest> {
+        let mut request = self.requests.remove(&id)?;
+        match request.status {
+            RequestStatus::Running => self.running.retain(|&r| r != id),
+            RequestStatus::Waiting | RequestStatus::Preempted => {
+                self.waiting.remove(queue_key(&request));
+            }
+            RequestStatus::Finished(_) => {}
+        }
+        self.kv.free(id);
+        request.status = RequestStatus::Finished(reason);
+        Some(FinishedRequest::new(request, reason))
+    }
+
+    /// Cancels a request at any time and frees its blocks.
+    pub fn abort(&mut self, id: RequestId) -> Option<FinishedRequest> {
+        self.finish(id, FinishReason::Abort)
+    }
+
+    /// Starts `child` as another completion of `parent`'s prompt (`n > 1`) with its own
+    /// sampling parameters. If the parent is running, the child shares the parent's computed
+    /// full prompt blocks and runs at once (when `max_num_seqs` allows), recomputing only the
+    /// prompt's partial last block; otherwise it queues behind the parent and finds the prompt
+    /// through the prefix cache.
+    pub fn fork_request(
+        &mut self,
+        parent: RequestId,
+        child: RequestId,
+        sampling: SamplingParams,
+    ) -> Result<(), EngineError> {
+        let parent_request = self
+            .requests
+            .get(&parent)
+            .ok_or(EngineError::UnknownRequest(parent))?;
+        let new = NewRequest {
+            id: child,
+            prompt_token_ids: parent_request.prompt_token_ids().to_vec(),
+            sampling,
+            priority: parent_request.priority,
+            cache_salt: parent_request.cache_salt().map(str::to_owned),
+        };
+        let parent_running = parent_request.status == RequestStatus::Running;
+        self.add_request(new)?;
+        if !parent_running || self.running.len() >= self.config.max_num_seqs {
+            return Ok(());
+        }
+        let shared = self.kv.fork(&self.requests[&parent], child);
+        if shared == 0 {
+            return Ok(());
+        }
+        let request = self.requests.get_mut(&child).expect("just added");
+        let key = queue_key(request);
+        request.status = RequestStatus::Running;
+        request.num_computed_tokens = shared;
+        request.num_cached_tokens = Some(shared);
+        self.waiting.remove(key);
+        self.running.push(child);
+        Ok(())
+    }
+}
