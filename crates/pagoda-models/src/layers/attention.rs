@@ -1,0 +1,80 @@
+//! The self-attention block: fused q/k/v projection, optional per-head q/k norm (Qwen3),
+//! rotary embedding, KV write at the batch's slots, paged attention, output projection.
+
+use super::{Linear, RmsNorm, RotaryTable};
+use crate::batch::ForwardBatch;
+use crate::config::ModelConfig;
+use crate::error::Result;
+use crate::kernels::{paged_attention, AttentionDims};
+use crate::kv_cache::LayerKv;
+use crate::weights::WeightSource;
+
+#[derive(Debug, Clone)]
+pub struct SelfAttention {
+    qkv: Linear,
+    q_norm: Option<RmsNorm>,
+    k_norm: Option<RmsNorm>,
+    o_proj: Linear,
+    num_heads: usize,
+    num_kv_heads: usize,
+    head_dim: usize,
+    sliding_window: Option<usize>,
+}
+
+impl SelfAttention {
+    pub fn load(src: &dyn WeightSource, prefix: &str, cfg: &ModelConfig, qk_norm: bool) -> Result<Self> {
+        let (h, q, kv) = (cfg.hidden_size, cfg.q_size(), cfg.kv_size());
+        let bias = cfg.attention_bias;
+        let q_proj = Linear::load(src, &format!("{prefix}.q_proj"), h, q, bias)?;
+        let k_proj = Linear::load(src, &format!("{prefix}.k_proj"), h, kv, bias)?;
+        let v_proj = Linear::load(src, &format!("{prefix}.v_proj"), h, kv, bias)?;
+        let norm = |name: &str| RmsNorm::load(src, &format!("{prefix}.{name}.weight"), cfg.head_dim, cfg.rms_norm_eps);
+        Ok(SelfAttention {
+            qkv: Linear::fuse(vec![q_proj, k_proj, v_proj]),
+            q_norm: if qk_norm { Some(norm("q_norm")?) } else { None },
+            k_norm: if qk_norm { Some(norm("k_norm")?) } else { None },
+            o_proj: Linear::load(src, &format!("{prefix}.o_proj"), q, h, false)?,
+            num_heads: cfg.num_heads,
+            num_kv_heads: cfg.num_kv_heads,
+            head_dim: cfg.head_dim,
+            sliding_window: cfg.sliding_window,
+        })
+    }
+
+    pub fn weight_bytes(&self) -> usize {
+        self.qkv.weight.size_in_bytes() + self.o_proj.weight.size_in_bytes()
+    }
+
+    /// `x` is the normalised hidden state `[tokens, hidden]`; returns `[tokens, hidden]`.
+    pub fn forward(&self, x: &[f32], batch: &ForwardBatch, rotary: &RotaryTable, kv: &mut LayerKv) -> Vec<f32> {
+        let n = batch.num_tokens();
+        let q_size = self.num_heads * self.head_dim;
+        let kv_size = self.num_kv_heads * self.head_dim;
+        let qkv = self.qkv.forward(x, n);
+        let mut q = Vec::with_capacity(n * q_size);
+        let mut k = Vec::with_capacity(n * kv_size);
+        let mut v = Vec::with_capacity(n * kv_size);
+        for row in qkv.chunks_exact(q_size + 2 * kv_size) {
+            q.extend_from_slice(&row[..q_size]);
+            k.extend_from_slice(&row[q_size..q_size + kv_size]);
+            v.extend_from_slice(&row[q_size + kv_size..]);
+        }
+        if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
+            qn.forward_inplace(&mut q);
+            kn.forward_inplace(&mut k);
+        }
+        rotary.apply(&mut q, self.num_heads);
+        rotary.apply(&mut k, self.num_kv_heads);
+        kv.write(&batch.slot_mapping, &k, &v, kv_size);
+        let dims = AttentionDims {
+            num_heads: self.num_heads,
+            num_kv_heads: self.num_kv_heads,
+            head_dim: self.head_dim,
+            block_size: batch.block_size,
+            sliding_window: self.sliding_window,
+        };
+        let mut attn = vec![0.0f32; n * q_size];
+        paged_attention(&q, kv, batch, dims, &mut attn);
+        self.o_proj.forward(&attn, n)
+    }
+}

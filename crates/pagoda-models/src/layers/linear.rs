@@ -1,0 +1,60 @@
+//! A linear layer `y = x Wᵀ + b` over the shared matmul kernel.
+
+use crate::error::Result;
+use crate::kernels::matmul;
+use crate::matrix::Matrix;
+use crate::weights::WeightSource;
+
+#[derive(Debug, Clone)]
+pub struct Linear {
+    pub weight: Matrix,
+    pub bias: Option<Vec<f32>>,
+}
+
+impl Linear {
+    /// Loads `{prefix}.weight` (and `{prefix}.bias` when `bias`) of shape `[out_dim, in_dim]`.
+    pub fn load(src: &dyn WeightSource, prefix: &str, in_dim: usize, out_dim: usize, bias: bool) -> Result<Self> {
+        Ok(Linear {
+            weight: src.matrix(&format!("{prefix}.weight"), out_dim, in_dim)?,
+            bias: if bias {
+                Some(src.vector(&format!("{prefix}.bias"), out_dim)?)
+            } else {
+                None
+            },
+        })
+    }
+
+    /// Stacks several layers' outputs into one (q/k/v, gate/up), so one pass over the
+    /// activations feeds them all.
+    pub fn fuse(parts: Vec<Linear>) -> Linear {
+        let bias = if parts.iter().all(|p| p.bias.is_some()) {
+            Some(parts.iter().flat_map(|p| p.bias.clone().unwrap_or_default()).collect())
+        } else {
+            assert!(parts.iter().all(|p| p.bias.is_none()), "fused layers disagree on bias");
+            None
+        };
+        let weights: Vec<Matrix> = parts.into_iter().map(|p| p.weight).collect();
+        Linear {
+            weight: Matrix::concat_rows(&weights),
+            bias,
+        }
+    }
+
+    pub fn out_dim(&self) -> usize {
+        self.weight.rows
+    }
+
+    /// `x` holds `n` rows of `in_dim`; returns `n` rows of `out_dim`.
+    pub fn forward(&self, x: &[f32], n: usize) -> Vec<f32> {
+        let mut out = vec![0.0; n * self.weight.rows];
+        matmul(&self.weight, x, n, &mut out);
+        if let Some(bias) = &self.bias {
+            for row in out.chunks_exact_mut(bias.len()) {
+                for (o, b) in row.iter_mut().zip(bias) {
+                    *o += b;
+                }
+            }
+        }
+        out
+    }
+}

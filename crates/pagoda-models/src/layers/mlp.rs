@@ -1,0 +1,43 @@
+//! The SwiGLU feed-forward block: `down(silu(gate(x)) * up(x))`, gate and up fused.
+
+use super::Linear;
+use crate::config::ModelConfig;
+use crate::error::Result;
+use crate::weights::WeightSource;
+
+#[derive(Debug, Clone)]
+pub struct GatedMlp {
+    gate_up: Linear,
+    down: Linear,
+    intermediate: usize,
+}
+
+impl GatedMlp {
+    pub fn load(src: &dyn WeightSource, prefix: &str, cfg: &ModelConfig) -> Result<Self> {
+        let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
+        let gate = Linear::load(src, &format!("{prefix}.gate_proj"), h, i, false)?;
+        let up = Linear::load(src, &format!("{prefix}.up_proj"), h, i, false)?;
+        Ok(GatedMlp {
+            gate_up: Linear::fuse(vec![gate, up]),
+            down: Linear::load(src, &format!("{prefix}.down_proj"), i, h, false)?,
+            intermediate: i,
+        })
+    }
+
+    pub fn weight_bytes(&self) -> usize {
+        self.gate_up.weight.size_in_bytes() + self.down.weight.size_in_bytes()
+    }
+
+    pub fn forward(&self, x: &[f32], n: usize) -> Vec<f32> {
+        let gate_up = self.gate_up.forward(x, n);
+        let i = self.intermediate;
+        let mut act = vec![0.0f32; n * i];
+        for (a, gu) in act.chunks_exact_mut(i).zip(gate_up.chunks_exact(2 * i)) {
+            let (gate, up) = gu.split_at(i);
+            for ((a, g), u) in a.iter_mut().zip(gate).zip(up) {
+                *a = g / (1.0 + (-g).exp()) * u;
+            }
+        }
+        self.down.forward(&act, n)
+    }
+}

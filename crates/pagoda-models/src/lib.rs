@@ -1,0 +1,27 @@
+//! Pagoda's tensor side: loads Hugging Face Llama-family checkpoints (safetensors only), keeps
+//! their weights in the stored dtype, and runs flattened batches from many sequences over a
+//! paged KV cache on the CPU.
+
+pub mod arch;
+pub mod batch;
+pub mod config;
+pub mod error;
+pub mod generation_config;
+pub mod kernels;
+pub mod kv_cache;
+pub mod layers;
+pub mod loader;
+pub mod matrix;
+pub mod model;
+pub mod runner;
+pub mod weights;
+
+pub use batch::{ForwardBatch, LogitsWanted};
+pub use config::{Architecture, ModelConfig};
+pub use error::{ModelError, Result};
+pub use generation_config::GenerationConfig;
+pub use kv_cache::KvCacheShape;
+pub use loader::{LoadFormat, LoadOptions};
+pub use matrix::WeightDtype;
+pub use model::CausalLm;
+pub use runner::{Logits, ModelRunner};
