@@ -1,0 +1,44 @@
+//! Engine settings, with defaults that work out of the box on a CPU.
+
+use std::path::PathBuf;
+
+use pagoda_models::LoadOptions;
+
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// A local model directory (hub ids are resolved before this point).
+    pub model_dir: PathBuf,
+    pub load: LoadOptions,
+    /// Tokens per KV block.
+    pub block_size: usize,
+    /// Bytes of KV cache; the number of blocks follows from it.
+    pub kv_cache_memory: u64,
+    /// Longest sequence (prompt + output); defaults to the model's `max_position_embeddings`.
+    pub max_model_len: Option<usize>,
+    pub max_num_seqs: usize,
+    /// Token budget of one step, shared by prefill chunks and decodes.
+    pub max_num_batched_tokens: usize,
+    /// Largest prefill chunk one request may take in a step.
+    pub max_prefill_chunk: usize,
+    pub enable_prefix_caching: bool,
+    /// Requests in flight (waiting or running) before `submit` answers `QueueFull`.
+    pub max_pending_requests: usize,
+}
+
+impl EngineConfig {
+    pub fn new(model_dir: impl Into<PathBuf>) -> Self {
+        EngineConfig {
+            model_dir: model_dir.into(),
+            load: LoadOptions::default(),
+            block_size: 16,
+            kv_cache_memory: 2 << 30,
+            max_model_len: None,
+            max_num_seqs: 64,
+            // Small steps keep inter-token latency bounded on a CPU while prompts prefill.
+            max_num_batched_tokens: 512,
+            max_prefill_chunk: 512,
+            enable_prefix_caching: true,
+            max_pending_requests: 1024,
+        }
+    }
+}

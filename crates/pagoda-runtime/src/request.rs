@@ -1,0 +1,78 @@
+//! What callers hand the engine and what comes back on a request's stream.
+
+use std::time::Duration;
+
+use pagoda_engine::{FinishReason, SamplingParams};
+
+#[derive(Debug, Clone)]
+pub struct GenerateRequest {
+    pub prompt_token_ids: Vec<u32>,
+    pub sampling: SamplingParams,
+    /// Lower runs first.
+    pub priority: i32,
+    /// Requests share prefix-cache entries only when their salts are equal.
+    pub cache_salt: Option<String>,
+    pub skip_special_tokens: bool,
+}
+
+impl GenerateRequest {
+    pub fn new(prompt_token_ids: Vec<u32>, sampling: SamplingParams) -> Self {
+        GenerateRequest {
+            prompt_token_ids,
+            sampling,
+            priority: 0,
+            cache_salt: None,
+            skip_special_tokens: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenLogprob {
+    pub token_id: u32,
+    pub logprob: f32,
+    /// Most likely alternatives, most likely first.
+    pub top: Vec<(u32, f32)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
+    pub prompt_tokens: usize,
+    /// Prompt tokens served from the prefix cache (part of `prompt_tokens`).
+    pub cached_tokens: usize,
+    pub completion_tokens: usize,
+}
+
+/// Times since the request was submitted.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Timings {
+    /// Until it was first scheduled.
+    pub queued: Duration,
+    pub first_token: Option<Duration>,
+    pub finished: Duration,
+    /// Its share of the steps it took part in (each step's time split by tokens run).
+    pub compute: Duration,
+}
+
+/// The end of one completion (choice).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    pub finish_reason: FinishReason,
+    pub usage: Usage,
+    pub timings: Timings,
+    /// Set when the engine failed the request rather than finishing it.
+    pub error: Option<String>,
+}
+
+/// One message on a request's stream: new tokens of choice `index`, and on its last message
+/// how it ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestOutput {
+    pub index: usize,
+    pub token_ids: Vec<u32>,
+    /// Text that is now final (held-back partial characters and possible stop-string
+    /// prefixes are not in it yet).
+    pub text: String,
+    pub logprobs: Vec<TokenLogprob>,
+    pub finished: Option<Completion>,
+}

@@ -1,0 +1,10 @@
+//! Pagoda's text side: tokenizer, incremental detokenization and chat templates.
+
+pub mod chat_template;
+pub mod detokenizer;
+pub mod error;
+pub mod tokenizer;
+
+pub use detokenizer::IncrementalDetokenizer;
+pub use error::{Result, TextError};
+pub use tokenizer::Tokenizer;
