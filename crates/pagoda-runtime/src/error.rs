@@ -17,6 +17,8 @@ pub enum RuntimeError {
     TokenOutOfRange { token: u32, vocab_size: usize },
     #[error("the engine is at capacity ({limit} requests in flight); retry later")]
     QueueFull { limit: usize },
+    #[error("model not found: {0}")]
+    ModelNotFound(String),
     #[error("the engine is not running")]
     EngineStopped,
 }

@@ -68,6 +68,12 @@ pub struct RequestStream {
     receiver: UnboundedReceiver<RequestOutput>,
 }
 
+impl std::fmt::Debug for RequestStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RequestStream")
+    }
+}
+
 impl RequestStream {
     pub async fn next(&mut self) -> Option<RequestOutput> {
         self.receiver.recv().await

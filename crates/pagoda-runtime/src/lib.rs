@@ -7,12 +7,14 @@ mod config;
 mod core;
 mod error;
 mod handle;
+mod model_source;
 mod request;
 mod stats;
 
 pub use config::EngineConfig;
 pub use error::{Result, RuntimeError};
 pub use handle::{start, EngineHandle, ModelInfo, RequestStream};
+pub use model_source::resolve_model;
 pub use request::{Completion, GenerateRequest, RequestOutput, TokenLogprob, Timings, Usage};
 pub use stats::EngineStats;
 

@@ -19,8 +19,16 @@ pub struct Cut {
 
 /// Checks the conversation can be continued and marks the end of its final message's text
 /// (the last text part, for multi-part content).
-pub fn mark_final_message(messages: &mut [Json], options: &RenderOptions, source: &str) -> Result<Cut> {
-    let refuse = |why: &str| Err(TextError::Template(format!("continue_final_message: {why}")));
+pub fn mark_final_message(
+    messages: &mut [Json],
+    options: &RenderOptions,
+    source: &str,
+) -> Result<Cut> {
+    let refuse = |why: &str| {
+        Err(TextError::Template(format!(
+            "continue_final_message: {why}"
+        )))
+    };
     if options.add_generation_prompt {
         return refuse("cannot be combined with add_generation_prompt");
     }

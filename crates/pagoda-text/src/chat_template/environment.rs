@@ -36,11 +36,17 @@ pub fn build(source: String, fixed_now: Option<i64>) -> Result<Environment<'stat
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
     env.set_formatter(python_formatter);
     env.add_filter("tojson", tojson);
+    env.add_filter("string", python_str);
+    env.add_filter("trim", trim);
+    env.add_filter("length", length);
+    env.add_filter("count", length);
+    env.add_test("iterable", is_iterable);
+    env.add_test("sequence", is_sequence);
     env.add_function("raise_exception", raise_exception);
     env.add_function("strftime_now", move |format: String| {
         strftime::strftime(&format, fixed_now.unwrap_or_else(strftime::unix_now))
     });
-    env.add_template_owned(TEMPLATE_NAME, source)?;
+    env.add_template_owned(TEMPLATE_NAME, generation_blocks_as_plain_blocks(&source))?;
     Ok(env)
 }
 
@@ -84,7 +90,7 @@ fn tojson(value: &Value, args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Err
         }
     }
     kwargs.assert_all_used()?;
-    Ok(Value::from_safe_string(pyjson::dumps(value, &options)?))
+    Ok(Value::from(pyjson::dumps(value, &options)?))
 }
 
 /// Prints values as Jinja2 on Python does: `None`, `True`, `1.0`, and containers as their
@@ -100,4 +106,107 @@ fn python_formatter(out: &mut Output, state: &State, value: &Value) -> Result<()
         _ => return minijinja::escape_formatter(out, state, value),
     };
     out.write_str(&text).map_err(Error::from)
+}
+
+/// Python's `str(value)`: strings as they are, everything else as its `repr`.
+fn python_str_of(value: &Value) -> String {
+    match value.kind() {
+        ValueKind::String => value.as_str().unwrap_or_default().to_string(),
+        ValueKind::Undefined => String::new(),
+        _ => pyjson::repr(value),
+    }
+}
+
+/// `string`: Jinja2 calls `str()`, so dicts and lists come out as Python literals.
+fn python_str(value: &Value) -> Value {
+    if value.is_safe() || value.kind() == ValueKind::String {
+        return value.clone();
+    }
+    Value::from(python_str_of(value))
+}
+
+/// `trim(chars=None)`: `str(value).strip(chars)`.
+fn trim(value: &Value, chars: Option<String>) -> String {
+    let text = python_str_of(value);
+    match chars {
+        Some(chars) => text.trim_matches(|c| chars.contains(c)).to_string(),
+        None => text.trim().to_string(),
+    }
+}
+
+/// `length`: Python's `len()`. Jinja2's undefined has length 0; `None` has none.
+fn length(value: &Value) -> Result<usize, Error> {
+    if value.is_undefined() {
+        return Ok(0);
+    }
+    value.len().ok_or_else(|| {
+        Error::new(
+            ErrorKind::InvalidOperation,
+            format!("object of type {} has no len()", value.kind()),
+        )
+    })
+}
+
+/// Jinja2's `iterable` test: whatever `iter()` accepts, which includes undefined but not
+/// `None` (minijinja iterates `none` as empty, so its own test says yes).
+fn is_iterable(value: &Value) -> bool {
+    !matches!(
+        value.kind(),
+        ValueKind::None | ValueKind::Bool | ValueKind::Number
+    )
+}
+
+/// Jinja2's `sequence` test: anything with a length and indexing: strings, lists, dicts,
+/// and undefined.
+fn is_sequence(value: &Value) -> bool {
+    matches!(
+        value.kind(),
+        ValueKind::String | ValueKind::Seq | ValueKind::Map | ValueKind::Undefined
+    )
+}
+
+/// transformers' `{% generation %}...{% endgeneration %}` only marks the assistant's tokens
+/// for training masks; its body renders as is. minijinja has no such tag, so each is
+/// rewritten as an `{% if true %}`/`{% endif %}` with the same whitespace control markers,
+/// which renders identically under trim_blocks and lstrip_blocks.
+fn generation_blocks_as_plain_blocks(source: &str) -> String {
+    let mut out = String::with_capacity(source.len());
+    let mut rest = source;
+    while let Some(start) = rest.find("{%") {
+        out.push_str(&rest[..start]);
+        let tag = &rest[start..];
+        let Some(end) = tag.find("%}") else {
+            out.push_str(tag);
+            return out;
+        };
+        let inner = &tag[2..end];
+        let open = inner.strip_prefix(['-', '+']).map_or("", |_| &inner[..1]);
+        let close = inner
+            .strip_suffix(['-', '+'])
+            .map_or("", |_| &inner[inner.len() - 1..]);
+        let word = inner[open.len()..inner.len() - close.len()].trim();
+        match word {
+            "generation" => out.push_str(&format!("{{%{open} if true {close}%}}")),
+            "endgeneration" => out.push_str(&format!("{{%{open} endif {close}%}}")),
+            _ => out.push_str(&tag[..end + 2]),
+        }
+        rest = &tag[end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generation_tags_become_plain_blocks_keeping_whitespace_control() {
+        assert_eq!(
+            generation_blocks_as_plain_blocks(
+                "a{%- generation %}b{% endgeneration -%}c{{ x }}{% if y %}"
+            ),
+            "a{%- if true %}b{% endif -%}c{{ x }}{% if y %}"
+        );
+    }
 }

@@ -123,7 +123,9 @@ fn parse_arguments(mut calls: Json) -> Json {
                 continue;
             };
             let parsed = match function.get("arguments") {
-                Some(Json::String(s)) => serde_json::from_str::<Json>(s).ok().filter(Json::is_object),
+                Some(Json::String(s)) => {
+                    serde_json::from_str::<Json>(s).ok().filter(Json::is_object)
+                }
                 _ => None,
             };
             if let Some(parsed) = parsed {
@@ -154,14 +156,19 @@ mod tests {
                 }
             ]))
         );
-        let m: ChatMessage = serde_json::from_str(r#"{"role":"assistant","content":null}"#).unwrap();
+        let m: ChatMessage =
+            serde_json::from_str(r#"{"role":"assistant","content":null}"#).unwrap();
         assert_eq!(m.content, None);
     }
 
     #[test]
     fn missing_fields_are_left_out_of_the_template_dict() {
-        let m: ChatMessage = serde_json::from_str(r#"{"role":"assistant","content":null}"#).unwrap();
-        assert_eq!(to_template_json(&m).unwrap(), serde_json::json!({"role": "assistant"}));
+        let m: ChatMessage =
+            serde_json::from_str(r#"{"role":"assistant","content":null}"#).unwrap();
+        assert_eq!(
+            to_template_json(&m).unwrap(),
+            serde_json::json!({"role": "assistant"})
+        );
     }
 
     #[test]
@@ -171,7 +178,10 @@ mod tests {
         )
         .unwrap();
         let json = to_template_json(&m).unwrap();
-        assert_eq!(json["tool_calls"][0]["function"]["arguments"], serde_json::json!({"x": 1}));
+        assert_eq!(
+            json["tool_calls"][0]["function"]["arguments"],
+            serde_json::json!({"x": 1})
+        );
     }
 
     #[test]

@@ -45,22 +45,29 @@ impl ChatTemplate {
             return Ok(None);
         };
         let template = ChatTemplate::from_source(found.source, found.bos_token, found.eos_token)
-            .map_err(|e| TextError::Template(format!("{}: {e}", found.origin.display())))?;
+            .map_err(|e| in_file(e, &found.origin))?;
         Ok(Some(template))
     }
 
     /// A template file given on the command line (`--chat-template FILE`).
-    pub fn from_file(path: &Path, bos_token: Option<String>, eos_token: Option<String>) -> Result<ChatTemplate> {
+    pub fn from_file(
+        path: &Path,
+        bos_token: Option<String>,
+        eos_token: Option<String>,
+    ) -> Result<ChatTemplate> {
         let source = std::fs::read_to_string(path).map_err(|e| TextError::Config {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })?;
-        ChatTemplate::from_source(source, bos_token, eos_token)
-            .map_err(|e| TextError::Template(format!("{}: {e}", path.display())))
+        ChatTemplate::from_source(source, bos_token, eos_token).map_err(|e| in_file(e, path))
     }
 
     /// Compiles `source`; syntax errors are reported here with their line.
-    pub fn from_source(source: String, bos_token: Option<String>, eos_token: Option<String>) -> Result<ChatTemplate> {
+    pub fn from_source(
+        source: String,
+        bos_token: Option<String>,
+        eos_token: Option<String>,
+    ) -> Result<ChatTemplate> {
         let env = environment::build(source.clone(), None).map_err(template_error)?;
         Ok(ChatTemplate {
             source,
@@ -79,6 +86,7 @@ impl ChatTemplate {
         self
     }
 
+    /// The template text as loaded.
     pub fn source(&self) -> &str {
         &self.source
     }
@@ -99,8 +107,13 @@ impl ChatTemplate {
 
     fn render_json(&self, messages: Vec<Json>, options: &RenderOptions) -> Result<String> {
         let context = self.context(messages, options);
-        let template = self.env.get_template(environment::TEMPLATE_NAME).map_err(template_error)?;
-        template.render(Value::from_serialize(&context)).map_err(template_error)
+        let template = self
+            .env
+            .get_template(environment::TEMPLATE_NAME)
+            .map_err(template_error)?;
+        template
+            .render(Value::from_serialize(&context))
+            .map_err(template_error)
     }
 
     /// The variables transformers passes: special tokens, then the caller's extra kwargs
@@ -129,10 +142,21 @@ impl ChatTemplate {
     }
 }
 
+/// Names the file a template error comes from.
+fn in_file(err: TextError, path: &Path) -> TextError {
+    match err {
+        TextError::Template(message) => {
+            TextError::Template(format!("{}: {message}", path.display()))
+        }
+        other => other,
+    }
+}
+
 /// A minijinja error as a user-facing message: what went wrong and on which template line.
 /// `raise_exception(msg)` keeps just its message, which is meant for the user.
 fn template_error(err: minijinja::Error) -> TextError {
-    let raised = std::error::Error::source(&err).is_some_and(|s| s.is::<environment::RaisedByTemplate>());
+    let raised =
+        std::error::Error::source(&err).is_some_and(|s| s.is::<environment::RaisedByTemplate>());
     let what = match (raised, err.detail()) {
         (true, Some(detail)) => detail.to_string(),
         (false, Some(detail)) => format!("{}: {detail}", err.kind()),

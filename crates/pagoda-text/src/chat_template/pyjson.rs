@@ -37,7 +37,12 @@ pub fn dumps(value: &Value, options: &DumpOptions) -> Result<String, Error> {
     Ok(out)
 }
 
-fn write_json(out: &mut String, value: &Value, opts: &DumpOptions, depth: usize) -> Result<(), Error> {
+fn write_json(
+    out: &mut String,
+    value: &Value,
+    opts: &DumpOptions,
+    depth: usize,
+) -> Result<(), Error> {
     match value.kind() {
         ValueKind::Undefined => {
             return Err(Error::new(
@@ -60,7 +65,7 @@ fn write_json(out: &mut String, value: &Value, opts: &DumpOptions, depth: usize)
         ValueKind::Map => {
             let mut keys: Vec<Value> = value.try_iter()?.collect();
             if opts.sort_keys {
-                keys.sort_by(|a, b| a.to_string().cmp(&b.to_string()));
+                keys.sort_by_key(|k| k.to_string());
             }
             write_container(out, '{', '}', &keys, opts, depth, |out, key, depth| {
                 match key.as_str() {
@@ -215,7 +220,11 @@ fn write_repr(out: &mut String, value: &Value) {
 }
 
 fn write_str_repr(out: &mut String, s: &str) {
-    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
     out.push(quote);
     for c in s.chars() {
         match c {
@@ -227,7 +236,9 @@ fn write_str_repr(out: &mut String, s: &str) {
                 out.push('\\');
                 out.push(c);
             }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
             c => out.push(c),
         }
     }

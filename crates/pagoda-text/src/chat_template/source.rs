@@ -61,7 +61,11 @@ fn template_from_config(field: &Json, config_path: &Path) -> Result<String> {
                 match (name, template) {
                     (Some("default"), Some(template)) => return Ok(template.to_string()),
                     (Some(name), Some(_)) => names.push(name.to_string()),
-                    _ => return Err(invalid("chat_template entries need a \"name\" and a \"template\"".into())),
+                    _ => {
+                        return Err(invalid(
+                            "chat_template entries need a \"name\" and a \"template\"".into(),
+                        ))
+                    }
                 }
             }
             Err(invalid(format!(
@@ -69,7 +73,9 @@ fn template_from_config(field: &Json, config_path: &Path) -> Result<String> {
                 names.join(", ")
             )))
         }
-        _ => Err(invalid("chat_template is neither a string nor a list of named templates".into())),
+        _ => Err(invalid(
+            "chat_template is neither a string nor a list of named templates".into(),
+        )),
     }
 }
 
@@ -77,7 +83,10 @@ fn template_from_config(field: &Json, config_path: &Path) -> Result<String> {
 fn special_token(config: &Json, key: &str) -> Option<String> {
     match config.get(key)? {
         Json::String(token) => Some(token.clone()),
-        Json::Object(token) => token.get("content").and_then(Json::as_str).map(str::to_string),
+        Json::Object(token) => token
+            .get("content")
+            .and_then(Json::as_str)
+            .map(str::to_string),
         _ => None,
     }
 }

@@ -18,7 +18,15 @@ const MONTHS: [&str; 12] = [
     "November",
     "December",
 ];
-const WEEKDAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
+const WEEKDAYS: [&str; 7] = [
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+    "Sunday",
+];
 
 /// Seconds since the Unix epoch, now.
 pub fn unix_now() -> i64 {
@@ -30,9 +38,9 @@ pub fn unix_now() -> i64 {
 
 struct Civil {
     year: i64,
-    month: u32, // 1..=12
-    day: u32,   // 1..=31
-    yday: u32,  // 1..=366
+    month: u32,     // 1..=12
+    day: u32,       // 1..=31
+    yday: u32,      // 1..=366
     weekday: usize, // 0 = Monday
     hour: u32,
     minute: u32,
@@ -136,7 +144,10 @@ mod tests {
     fn strftime_formats_the_conversions_templates_use() {
         assert_eq!(strftime("%d %b %Y", T), "15 Jan 2026");
         assert_eq!(strftime("%Y-%m-%d %H:%M:%S", T), "2026-01-15 09:30:05");
-        assert_eq!(strftime("%A, %B %-d, %y (%j) %I%p %%", T), "Thursday, January 15, 26 (015) 09AM %");
+        assert_eq!(
+            strftime("%A, %B %-d, %y (%j) %I%p %%", T),
+            "Thursday, January 15, 26 (015) 09AM %"
+        );
     }
 
     #[test]

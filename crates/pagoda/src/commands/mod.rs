@@ -1,0 +1,2 @@
+pub mod bench_forward;
+pub mod generate;
