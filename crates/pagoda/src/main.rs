@@ -19,12 +19,20 @@ enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Size a deployment (replicas, cost per million tokens) from measured throughput.
+    Plan(pagoda_bench::cli::PlanArgs),
 }
 
 #[derive(Subcommand)]
 enum BenchCommand {
     /// Prefill and decode tokens/s of the model runner alone, per batch size.
     Forward(commands::bench_forward::BenchForwardArgs),
+    /// Drive an OpenAI-compatible endpoint and report latency and throughput.
+    Serve(pagoda_bench::cli::ServeArgs),
+    /// Find an endpoint's saturated prefill/decode throughput and latencies; write a profile.
+    Profile(pagoda_bench::cli::ProfileArgs),
+    /// Print two `bench serve` result files side by side with ratios.
+    Compare(pagoda_bench::cli::CompareArgs),
 }
 
 fn main() {
@@ -32,6 +40,10 @@ fn main() {
     let result = match cli.command {
         Command::Generate(args) => commands::generate::run(args),
         Command::Bench(BenchCommand::Forward(args)) => commands::bench_forward::run(args),
+        Command::Bench(BenchCommand::Serve(args)) => pagoda_bench::run_serve(args).map_err(Into::into),
+        Command::Bench(BenchCommand::Profile(args)) => pagoda_bench::run_profile(args).map_err(Into::into),
+        Command::Bench(BenchCommand::Compare(args)) => pagoda_bench::run_compare(args).map_err(Into::into),
+        Command::Plan(args) => pagoda_bench::run_plan(args).map_err(Into::into),
     };
     if let Err(e) = result {
         // One line, the whole chain of causes, non-zero exit.

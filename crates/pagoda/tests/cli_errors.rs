@@ -1,0 +1,135 @@
+//! Bad input to `pagoda generate` gives one clear error line and a non-zero exit, never a panic.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/models").join(name)
+}
+
+/// A writable copy of a fixture model to break.
+fn copy_model(name: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(fixture(name)).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
+    }
+    dir
+}
+
+/// Runs `pagoda generate` on `model` and returns (exit ok, stdout, stderr).
+fn generate(model: &Path, extra: &[&str]) -> (bool, String, String) {
+    generate_prompt(model, "The old pagoda", extra)
+}
+
+fn generate_prompt(model: &Path, prompt: &str, extra: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_pagoda"))
+        .args(["generate", "--model"])
+        .arg(model)
+        .args(["--prompt", prompt, "--max-tokens", "4", "--temperature", "0"])
+        .args(extra)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn assert_clean_failure(result: (bool, String, String), expect: &[&str]) {
+    let (ok, _, stderr) = result;
+    assert!(!ok, "should fail");
+    assert!(!stderr.contains("panicked"), "panic: {stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one error line expected: {stderr}");
+    for needle in expect {
+        assert!(lines[0].contains(needle), "{needle:?} not in {stderr}");
+    }
+}
+
+#[test]
+fn greedy_json_output_is_reproducible() {
+    let first = generate(&fixture("tiny-qwen3"), &["--json"]);
+    let second = generate(&fixture("tiny-qwen3"), &["--json"]);
+    assert!(first.0, "{}", first.2);
+    assert_eq!(first.1, second.1);
+    let json: serde_json::Value = serde_json::from_str(first.1.trim()).unwrap();
+    assert_eq!(json["token_ids"].as_array().unwrap().len(), 4);
+    assert!(json["prompt_tokens"].as_u64().unwrap() > 1);
+}
+
+#[test]
+fn wrong_path_is_reported() {
+    assert_clean_failure(generate(Path::new("/no/such/model"), &[]), &["/no/such/model"]);
+}
+
+#[test]
+fn truncated_safetensors_is_reported() {
+    let dir = copy_model("tiny-qwen2");
+    let weights = dir.path().join("model.safetensors");
+    let bytes = std::fs::read(&weights).unwrap();
+    std::fs::write(&weights, &bytes[..bytes.len() / 2]).unwrap();
+    assert_clean_failure(generate(dir.path(), &[]), &["model.safetensors", "not a valid safetensors"]);
+}
+
+#[test]
+fn garbage_safetensors_header_is_reported() {
+    let dir = copy_model("tiny-qwen2");
+    std::fs::write(dir.path().join("model.safetensors"), b"\xff\xff\xff\xff\xff\xff\xff\x7fnot a header").unwrap();
+    assert_clean_failure(generate(dir.path(), &[]), &["model.safetensors"]);
+}
+
+#[test]
+fn pickled_weights_are_refused_with_the_reason() {
+    let dir = copy_model("tiny-qwen2");
+    std::fs::remove_file(dir.path().join("model.safetensors")).unwrap();
+    std::fs::write(dir.path().join("pytorch_model.bin"), b"PK\x03\x04pickle").unwrap();
+    assert_clean_failure(generate(dir.path(), &[]), &["pytorch_model.bin", "safetensors", "arbitrary code"]);
+}
+
+#[test]
+fn missing_and_out_of_range_config_fields_are_named() {
+    let dir = copy_model("tiny-qwen2");
+    let path = dir.path().join("config.json");
+    let original = std::fs::read_to_string(&path).unwrap();
+    let mut config: serde_json::Value = serde_json::from_str(&original).unwrap();
+    config.as_object_mut().unwrap().remove("num_hidden_layers");
+    std::fs::write(&path, config.to_string()).unwrap();
+    assert_clean_failure(generate(dir.path(), &[]), &["num_hidden_layers", "missing"]);
+
+    let mut config: serde_json::Value = serde_json::from_str(&original).unwrap();
+    config["num_key_value_heads"] = 3.into();
+    std::fs::write(&path, config.to_string()).unwrap();
+    assert_clean_failure(generate(dir.path(), &[]), &["num_key_value_heads"]);
+
+    std::fs::write(&path, "{not json").unwrap();
+    assert_clean_failure(generate(dir.path(), &[]), &["config.json"]);
+}
+
+#[test]
+fn a_tensor_with_the_wrong_shape_is_named() {
+    let dir = copy_model("tiny-qwen2");
+    let path = dir.path().join("config.json");
+    let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    config["intermediate_size"] = 300.into();
+    std::fs::write(&path, config.to_string()).unwrap();
+    assert_clean_failure(generate(dir.path(), &[]), &["model.layers.0.mlp.gate_proj.weight", "shape"]);
+}
+
+#[test]
+fn a_prompt_longer_than_the_context_is_refused() {
+    let long = "pagoda ".repeat(400);
+    assert_clean_failure(
+        generate_prompt(&fixture("tiny-qwen2"), &long, &["--max-model-len", "64"]),
+        &["maximum context length is 64"],
+    );
+}
+
+#[test]
+fn a_kv_budget_too_small_for_one_sequence_is_refused() {
+    assert_clean_failure(
+        generate(&fixture("tiny-qwen2"), &["--kv-cache-memory", "64KiB"]),
+        &["KV cache", "--kv-cache-memory"],
+    );
+}
