@@ -68,7 +68,9 @@ impl ForwardBatch {
         logits: LogitsWanted,
     ) -> Result<()> {
         if new_tokens.is_empty() {
-            return Err(ModelError::InvalidBatch("a sequence with no new tokens".into()));
+            return Err(ModelError::InvalidBatch(
+                "a sequence with no new tokens".into(),
+            ));
         }
         let context_len = num_computed + new_tokens.len();
         let needed = context_len.div_ceil(self.block_size);
@@ -85,13 +87,16 @@ impl ForwardBatch {
             let block = block_table[pos / self.block_size] as usize;
             self.token_ids.push(token);
             self.positions.push(pos);
-            self.slot_mapping.push(block * self.block_size + pos % self.block_size);
+            self.slot_mapping
+                .push(block * self.block_size + pos % self.block_size);
             self.token_sequence.push(seq_index);
         }
         match logits {
             LogitsWanted::None => {}
             LogitsWanted::Last => self.logit_rows.push(query_start + new_tokens.len() - 1),
-            LogitsWanted::All => self.logit_rows.extend(query_start..query_start + new_tokens.len()),
+            LogitsWanted::All => self
+                .logit_rows
+                .extend(query_start..query_start + new_tokens.len()),
         }
         self.sequences.push(SequenceSlice {
             query_start,
@@ -103,14 +108,23 @@ impl ForwardBatch {
     }
 
     /// Checks the batch against the cache and vocabulary, so kernels can index unchecked.
-    pub fn validate(&self, num_blocks: usize, vocab_size: usize, max_positions: usize) -> Result<()> {
+    pub fn validate(
+        &self,
+        num_blocks: usize,
+        vocab_size: usize,
+        max_positions: usize,
+    ) -> Result<()> {
         let bad = |msg: String| Err(ModelError::InvalidBatch(msg));
         if let Some(&t) = self.token_ids.iter().find(|&&t| t as usize >= vocab_size) {
-            return bad(format!("token id {t} is outside the vocabulary of {vocab_size}"));
+            return bad(format!(
+                "token id {t} is outside the vocabulary of {vocab_size}"
+            ));
         }
         for seq in &self.sequences {
             if let Some(&b) = seq.block_table.iter().find(|&&b| b as usize >= num_blocks) {
-                return bad(format!("block {b} is outside the cache of {num_blocks} blocks"));
+                return bad(format!(
+                    "block {b} is outside the cache of {num_blocks} blocks"
+                ));
             }
             if seq.context_len > max_positions {
                 return bad(format!(
@@ -130,7 +144,9 @@ mod tests {
     #[test]
     fn slots_follow_scattered_block_tables() {
         let mut batch = ForwardBatch::new(4);
-        batch.push(&[1, 2, 3], 3, &[7, 2], LogitsWanted::Last).unwrap();
+        batch
+            .push(&[1, 2, 3], 3, &[7, 2], LogitsWanted::Last)
+            .unwrap();
         batch.push(&[9], 0, &[5], LogitsWanted::All).unwrap();
         assert_eq!(batch.positions, vec![3, 4, 5, 0]);
         assert_eq!(batch.slot_mapping, vec![7 * 4 + 3, 2 * 4, 2 * 4 + 1, 5 * 4]);

@@ -154,10 +154,11 @@ impl ModelConfig {
     }
 
     pub fn from_json(text: &str) -> Result<Self> {
-        let raw: RawConfig = serde_json::from_str(text).map_err(|source| ModelError::ConfigJson {
-            path: "config.json".into(),
-            source,
-        })?;
+        let raw: RawConfig =
+            serde_json::from_str(text).map_err(|source| ModelError::ConfigJson {
+                path: "config.json".into(),
+                source,
+            })?;
         Self::from_raw(raw)
     }
 
@@ -243,7 +244,10 @@ impl ModelConfig {
             _ => None,
         };
         if sliding_window == Some(0) {
-            return Err(ModelError::field("sliding_window", "must be positive, got 0"));
+            return Err(ModelError::field(
+                "sliding_window",
+                "must be positive, got 0",
+            ));
         }
         Ok(ModelConfig {
             architecture,
@@ -262,7 +266,9 @@ impl ModelConfig {
             attention_bias,
             sliding_window,
             torch_dtype: raw.torch_dtype.or(raw.dtype),
-            bos_token_id: raw.bos_token_id.and_then(|ids| ids.to_vec().first().copied()),
+            bos_token_id: raw
+                .bos_token_id
+                .and_then(|ids| ids.to_vec().first().copied()),
             eos_token_ids: raw.eos_token_id.map(|ids| ids.to_vec()).unwrap_or_default(),
         })
     }
@@ -287,7 +293,10 @@ fn parse_rope_scaling(raw: Option<&RopeScalingConfig>) -> Result<RopeScaling> {
                 "rope_scaling",
                 format!("{name} must be positive, got {v}"),
             )),
-            None => Err(ModelError::field("rope_scaling", format!("{name} is missing"))),
+            None => Err(ModelError::field(
+                "rope_scaling",
+                format!("{name} is missing"),
+            )),
         }
     };
     match raw.rope_type.as_deref().or(raw.legacy_type.as_deref()) {
@@ -387,6 +396,12 @@ mod tests {
                "high_freq_factor":4.0,"original_max_position_embeddings":8192}"#,
         );
         let cfg = ModelConfig::from_json(&text).unwrap();
-        assert!(matches!(cfg.rope_scaling, RopeScaling::Llama3 { original_max_position_embeddings: 8192, .. }));
+        assert!(matches!(
+            cfg.rope_scaling,
+            RopeScaling::Llama3 {
+                original_max_position_embeddings: 8192,
+                ..
+            }
+        ));
     }
 }

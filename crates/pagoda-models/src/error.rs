@@ -17,7 +17,10 @@ pub enum ModelError {
         source: serde_json::Error,
     },
     #[error("config field `{field}` {problem}")]
-    ConfigField { field: &'static str, problem: String },
+    ConfigField {
+        field: &'static str,
+        problem: String,
+    },
     #[error("unsupported architecture {0:?}: Pagoda runs LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM")]
     UnsupportedArchitecture(String),
     #[error("{dir} holds pickled PyTorch weights ({file}) and no .safetensors: Pagoda loads only safetensors, because unpickling can run arbitrary code from the checkpoint")]

@@ -31,6 +31,9 @@ impl GenerationConfig {
     }
 
     pub fn eos_token_ids(&self) -> Vec<u32> {
-        self.eos_token_id.as_ref().map(TokenIds::to_vec).unwrap_or_default()
+        self.eos_token_id
+            .as_ref()
+            .map(TokenIds::to_vec)
+            .unwrap_or_default()
     }
 }

@@ -17,12 +17,21 @@ pub struct KvCacheShape {
 impl KvCacheShape {
     /// Bytes one block takes across all layers, K and V (f32 storage).
     pub fn bytes_per_block(cfg: &ModelConfig, block_size: usize) -> u64 {
-        (2 * cfg.num_layers * block_size * cfg.num_kv_heads * cfg.head_dim * std::mem::size_of::<f32>()) as u64
+        (2 * cfg.num_layers
+            * block_size
+            * cfg.num_kv_heads
+            * cfg.head_dim
+            * std::mem::size_of::<f32>()) as u64
     }
 
     /// As many blocks as fit in `budget_bytes`; fails if one sequence of `max_model_len`
     /// tokens would not fit.
-    pub fn from_budget(cfg: &ModelConfig, block_size: usize, budget_bytes: u64, max_model_len: usize) -> Result<Self> {
+    pub fn from_budget(
+        cfg: &ModelConfig,
+        block_size: usize,
+        budget_bytes: u64,
+        max_model_len: usize,
+    ) -> Result<Self> {
         if block_size == 0 {
             return Err(ModelError::field("block_size", "must be positive"));
         }
@@ -56,7 +65,8 @@ impl KvCacheShape {
     }
 
     pub fn total_bytes(&self) -> u64 {
-        (2 * self.num_layers * self.num_slots() * self.slot_width() * std::mem::size_of::<f32>()) as u64
+        (2 * self.num_layers * self.num_slots() * self.slot_width() * std::mem::size_of::<f32>())
+            as u64
     }
 }
 

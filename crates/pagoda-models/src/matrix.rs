@@ -89,7 +89,9 @@ impl Matrix {
     /// Stacks matrices of one dtype and width (fuses q/k/v or gate/up into one matmul).
     pub fn concat_rows(parts: &[Matrix]) -> Matrix {
         let cols = parts[0].cols;
-        assert!(parts.iter().all(|p| p.cols == cols && p.dtype() == parts[0].dtype()));
+        assert!(parts
+            .iter()
+            .all(|p| p.cols == cols && p.dtype() == parts[0].dtype()));
         let rows = parts.iter().map(|p| p.rows).sum();
         let data = match &parts[0].data {
             MatrixData::F32(_) => MatrixData::F32(concat(parts, |d| match d {

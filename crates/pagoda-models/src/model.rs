@@ -35,14 +35,25 @@ impl CausalLm {
     pub fn load(config: &ModelConfig, src: &dyn WeightSource) -> Result<Self> {
         let spec = arch::spec(config.architecture);
         let (h, eps) = (config.hidden_size, config.rms_norm_eps);
-        let embed_tokens = Arc::new(src.matrix("model.embed_tokens.weight", config.vocab_size, h)?);
+        let embed_tokens =
+            Arc::new(src.matrix("model.embed_tokens.weight", config.vocab_size, h)?);
         let layers = (0..config.num_layers)
             .map(|i| {
                 let p = format!("model.layers.{i}");
                 Ok(DecoderLayer {
                     input_norm: RmsNorm::load(src, &format!("{p}.input_layernorm.weight"), h, eps)?,
-                    attention: SelfAttention::load(src, &format!("{p}.self_attn"), config, spec.qk_norm)?,
-                    post_attention_norm: RmsNorm::load(src, &format!("{p}.post_attention_layernorm.weight"), h, eps)?,
+                    attention: SelfAttention::load(
+                        src,
+                        &format!("{p}.self_attn"),
+                        config,
+                        spec.qk_norm,
+                    )?,
+                    post_attention_norm: RmsNorm::load(
+                        src,
+                        &format!("{p}.post_attention_layernorm.weight"),
+                        h,
+                        eps,
+                    )?,
                     mlp: GatedMlp::load(src, &format!("{p}.mlp"), config)?,
                 })
             })
@@ -73,7 +84,10 @@ impl CausalLm {
     }
 
     fn layers_bytes(&self) -> usize {
-        self.layers.iter().map(|l| l.attention.weight_bytes() + l.mlp.weight_bytes()).sum()
+        self.layers
+            .iter()
+            .map(|l| l.attention.weight_bytes() + l.mlp.weight_bytes())
+            .sum()
     }
 
     /// Runs the batch, writing its K/V into `cache`, and returns the logits of

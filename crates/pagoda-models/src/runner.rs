@@ -52,7 +52,11 @@ impl ModelRunner {
                 batch.block_size, self.cache.shape.block_size
             )));
         }
-        batch.validate(self.cache.shape.num_blocks, cfg.vocab_size, cfg.max_position_embeddings)?;
+        batch.validate(
+            self.cache.shape.num_blocks,
+            cfg.vocab_size,
+            cfg.max_position_embeddings,
+        )?;
         let data = self.model.forward(batch, &mut self.cache);
         Ok(Logits {
             vocab_size: cfg.vocab_size,

@@ -17,7 +17,11 @@ fn logits_agree_alone_and_batched_with_other_lengths() {
         let alone: Vec<Vec<f32>> = cases
             .iter()
             .enumerate()
-            .map(|(i, c)| run_alone(&mut runner, &c.input_ids, 0, i as u64).0.remove(0))
+            .map(|(i, c)| {
+                run_alone(&mut runner, &c.input_ids, 0, i as u64)
+                    .0
+                    .remove(0)
+            })
             .collect();
 
         let mut alloc = ScatteredBlocks::new(128, 7);
@@ -40,7 +44,10 @@ fn chunked_prefill_and_mixed_decode_steps_agree_with_one_prefill() {
     for name in MODELS {
         let cases = reference_cases(name);
         let long = cases.iter().max_by_key(|c| c.input_ids.len()).unwrap();
-        let short = cases.iter().find(|c| c.input_ids.len() > 1 && c.input_ids.len() < 20).unwrap();
+        let short = cases
+            .iter()
+            .find(|c| c.input_ids.len() > 1 && c.input_ids.len() < 20)
+            .unwrap();
         let mut runner = runner(name, 128);
         let steps = 6;
         let (want_long, tokens_long) = run_alone(&mut runner, &long.input_ids, steps, 1);
@@ -56,7 +63,10 @@ fn chunked_prefill_and_mixed_decode_steps_agree_with_one_prefill() {
         while got_long.len() <= steps || got_short.len() <= steps {
             let mut batch = ForwardBatch::new(BLOCK_SIZE);
             let mut rows = Vec::new();
-            for (id, seq, got) in [(0, &mut long_seq, &got_long), (1, &mut short_seq, &got_short)] {
+            for (id, seq, got) in [
+                (0, &mut long_seq, &got_long),
+                (1, &mut short_seq, &got_short),
+            ] {
                 let remaining = seq.tokens.len() - seq.computed;
                 if got.len() <= steps && remaining > 0 {
                     seq.schedule(remaining.min(37), &mut batch, &mut alloc);

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pagoda_engine::{
-    FinishReason, FinishedRequest, NewRequest, RequestId, SampledToken, Sampler, ScheduledBatch, Scheduler,
-    StopStringMatcher,
+    FinishReason, FinishedRequest, NewRequest, RequestId, SampledToken, Sampler, ScheduledBatch,
+    Scheduler, StopStringMatcher,
 };
 use pagoda_models::{ForwardBatch, LogitsWanted, ModelRunner};
 use pagoda_text::{IncrementalDetokenizer, Tokenizer};
@@ -79,7 +79,8 @@ impl EngineCore {
             sampling.seed = sampling.seed.map(|s| s.wrapping_add(index as u64));
             let stops = StopStringMatcher::new(sampling.stop.clone());
             if index == 0 {
-                let mut new = NewRequest::new(id, request.prompt_token_ids.clone(), sampling).with_priority(request.priority);
+                let mut new = NewRequest::new(id, request.prompt_token_ids.clone(), sampling)
+                    .with_priority(request.priority);
                 if let Some(salt) = &request.cache_salt {
                     new = new.with_cache_salt(salt.clone());
                 }
@@ -92,7 +93,10 @@ impl EngineCore {
                 ActiveRequest {
                     index,
                     sender: sender.clone(),
-                    detokenizer: IncrementalDetokenizer::new(&request.prompt_token_ids, request.skip_special_tokens),
+                    detokenizer: IncrementalDetokenizer::new(
+                        &request.prompt_token_ids,
+                        request.skip_special_tokens,
+                    ),
                     stops,
                     submitted,
                     first_scheduled: None,
@@ -144,7 +148,10 @@ impl EngineCore {
         let mut sampled: Vec<(RequestId, SampledToken)> = Vec::new();
         for (row, id) in batch.sampled_ids().enumerate() {
             let mut row_logits = logits.row(row).to_vec();
-            if let Some(token) = self.scheduler.sample(&mut self.sampler, id, &mut row_logits) {
+            if let Some(token) = self
+                .scheduler
+                .sample(&mut self.sampler, id, &mut row_logits)
+            {
                 sampled.push((id, token));
             }
         }
@@ -156,7 +163,8 @@ impl EngineCore {
         let step_time = step_start.elapsed();
         for entry in &batch.requests {
             if let Some(active) = self.active.get_mut(&entry.id) {
-                active.compute += step_time.mul_f64(entry.num_new_tokens as f64 / batch.num_batched_tokens.max(1) as f64);
+                active.compute += step_time
+                    .mul_f64(entry.num_new_tokens as f64 / batch.num_batched_tokens.max(1) as f64);
             }
         }
         let num_finished = self.emit(sampled, finished);
@@ -187,7 +195,11 @@ impl EngineCore {
         let mut forward = ForwardBatch::new(batch.block_size);
         for entry in &batch.requests {
             let table: Vec<u32> = entry.block_table.iter().map(|b| b.0).collect();
-            let wanted = if entry.needs_logits { LogitsWanted::Last } else { LogitsWanted::None };
+            let wanted = if entry.needs_logits {
+                LogitsWanted::Last
+            } else {
+                LogitsWanted::None
+            };
             forward
                 .push(&entry.token_ids, entry.num_computed_tokens, &table, wanted)
                 .map_err(|e| e.to_string())?;
@@ -219,8 +231,13 @@ impl EngineCore {
     }
 
     /// Sends each sampled token's output, applying stop strings, and closes finished requests.
-    fn emit(&mut self, sampled: Vec<(RequestId, SampledToken)>, finished: Vec<FinishedRequest>) -> usize {
-        let mut finished: HashMap<RequestId, FinishedRequest> = finished.into_iter().map(|f| (f.id, f)).collect();
+    fn emit(
+        &mut self,
+        sampled: Vec<(RequestId, SampledToken)>,
+        finished: Vec<FinishedRequest>,
+    ) -> usize {
+        let mut finished: HashMap<RequestId, FinishedRequest> =
+            finished.into_iter().map(|f| (f.id, f)).collect();
         let now = Instant::now();
         let mut num_finished = 0;
         for (id, token) in sampled {
@@ -229,7 +246,10 @@ impl EngineCore {
             };
             self.stats.generation_tokens_total += 1;
             active.first_token.get_or_insert(now);
-            let delta = active.detokenizer.push(&self.tokenizer, &[token.token]).unwrap_or_default();
+            let delta = active
+                .detokenizer
+                .push(&self.tokenizer, &[token.token])
+                .unwrap_or_default();
             let mut out = active.stops.push(&delta);
             if out.stopped.is_some() && !finished.contains_key(&id) {
                 if let Some(done) = self.scheduler.finish(id, FinishReason::Stop) {
@@ -240,7 +260,10 @@ impl EngineCore {
             let done = finished.remove(&id);
             let completion = done.as_ref().map(|done| {
                 if out.stopped.is_none() {
-                    let tail = active.detokenizer.flush(&self.tokenizer).unwrap_or_default();
+                    let tail = active
+                        .detokenizer
+                        .flush(&self.tokenizer)
+                        .unwrap_or_default();
                     let tail = active.stops.push(&tail);
                     text.push_str(&tail.text);
                     if tail.stopped.is_none() {
@@ -310,7 +333,9 @@ fn completion(active: &ActiveRequest, done: &FinishedRequest, error: Option<Stri
             completion_tokens: done.output_token_ids.len(),
         },
         timings: Timings {
-            queued: active.first_scheduled.map_or(Duration::ZERO, |t| t - active.submitted),
+            queued: active
+                .first_scheduled
+                .map_or(Duration::ZERO, |t| t - active.submitted),
             first_token: active.first_token.map(|t| t - active.submitted),
             finished: now - active.submitted,
             compute: active.compute,

@@ -89,10 +89,14 @@ impl RequestStream {
 /// engine thread.
 pub fn start(config: EngineConfig) -> Result<EngineHandle> {
     let (model, weight_dtype) = load_model(&config.model_dir, &config.load)?;
-    let tokenizer = Arc::new(Tokenizer::from_file(&config.model_dir.join("tokenizer.json"))?);
+    let tokenizer = Arc::new(Tokenizer::from_file(
+        &config.model_dir.join("tokenizer.json"),
+    )?);
     let generation_config = GenerationConfig::load_optional(&config.model_dir)?;
     let model_cfg = model.config.clone();
-    let max_model_len = config.max_model_len.unwrap_or(model_cfg.max_position_embeddings);
+    let max_model_len = config
+        .max_model_len
+        .unwrap_or(model_cfg.max_position_embeddings);
     if max_model_len > model_cfg.max_position_embeddings {
         return Err(pagoda_models::ModelError::ConfigField {
             field: "max_model_len",
@@ -103,7 +107,12 @@ pub fn start(config: EngineConfig) -> Result<EngineHandle> {
         }
         .into());
     }
-    let kv_shape = KvCacheShape::from_budget(&model_cfg, config.block_size, config.kv_cache_memory, max_model_len)?;
+    let kv_shape = KvCacheShape::from_budget(
+        &model_cfg,
+        config.block_size,
+        config.kv_cache_memory,
+        max_model_len,
+    )?;
     let mut eos_token_ids = generation_config.eos_token_ids();
     if eos_token_ids.is_empty() {
         eos_token_ids = model_cfg.eos_token_ids.clone();
@@ -185,7 +194,9 @@ fn run_loop(mut core: EngineCore, commands: Receiver<Command>, shared: Arc<Share
         }
         let aborted = core.abort_abandoned();
         let finished = core.step();
-        shared.in_flight.fetch_sub(aborted + finished, Ordering::SeqCst);
+        shared
+            .in_flight
+            .fetch_sub(aborted + finished, Ordering::SeqCst);
         *shared.stats.lock().unwrap_or_else(|e| e.into_inner()) = core.stats().clone();
     }
 }
@@ -230,7 +241,11 @@ impl EngineHandle {
     }
 
     pub fn stats(&self) -> EngineStats {
-        self.shared.stats.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.shared
+            .stats
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The engine thread is running and accepting work.
@@ -245,9 +260,16 @@ impl EngineHandle {
 
     /// Checks `request` as the engine would, without queueing it.
     pub fn validate(&self, request: &GenerateRequest) -> Result<()> {
-        request.sampling.validate().map_err(pagoda_engine::EngineError::from)?;
+        request
+            .sampling
+            .validate()
+            .map_err(pagoda_engine::EngineError::from)?;
         let info = &self.shared.info;
-        if let Some(&token) = request.prompt_token_ids.iter().find(|&&t| t as usize >= info.vocab_size) {
+        if let Some(&token) = request
+            .prompt_token_ids
+            .iter()
+            .find(|&&t| t as usize >= info.vocab_size)
+        {
             return Err(RuntimeError::TokenOutOfRange {
                 token,
                 vocab_size: info.vocab_size,
@@ -290,7 +312,12 @@ impl EngineHandle {
             sender,
             submitted: Instant::now(),
         };
-        let sent = self.shared.commands.lock().unwrap_or_else(|e| e.into_inner()).send(command);
+        let sent = self
+            .shared
+            .commands
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .send(command);
         if sent.is_err() {
             self.shared.in_flight.fetch_sub(n, Ordering::SeqCst);
             return Err(RuntimeError::EngineStopped);
@@ -301,12 +328,22 @@ impl EngineHandle {
     /// Stops admission; the engine finishes what is in flight, then its thread exits.
     pub fn shutdown(&self) {
         self.shared.accepting.store(false, Ordering::SeqCst);
-        let _ = self.shared.commands.lock().unwrap_or_else(|e| e.into_inner()).send(Command::Shutdown);
+        let _ = self
+            .shared
+            .commands
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .send(Command::Shutdown);
     }
 
     /// Waits for the engine thread to exit (after `shutdown`).
     pub fn join(&self) {
-        let thread = self.shared.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let thread = self
+            .shared
+            .thread
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         if let Some(thread) = thread {
             let _ = thread.join();
         }

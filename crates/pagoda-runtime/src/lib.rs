@@ -15,7 +15,7 @@ pub use config::EngineConfig;
 pub use error::{Result, RuntimeError};
 pub use handle::{start, EngineHandle, ModelInfo, RequestStream};
 pub use model_source::resolve_model;
-pub use request::{Completion, GenerateRequest, RequestOutput, TokenLogprob, Timings, Usage};
+pub use request::{Completion, GenerateRequest, RequestOutput, Timings, TokenLogprob, Usage};
 pub use stats::EngineStats;
 
 pub use pagoda_engine::{FinishReason, SamplingParams};

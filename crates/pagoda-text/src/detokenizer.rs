@@ -36,9 +36,15 @@ impl IncrementalDetokenizer {
     /// Adds tokens and returns the text that is now complete.
     pub fn push(&mut self, tokenizer: &Tokenizer, new_ids: &[u32]) -> Result<String> {
         self.ids.extend_from_slice(new_ids);
-        let prefix = tokenizer.decode(&self.ids[self.prefix_offset..self.read_offset], self.skip_special_tokens)?;
+        let prefix = tokenizer.decode(
+            &self.ids[self.prefix_offset..self.read_offset],
+            self.skip_special_tokens,
+        )?;
         let full = tokenizer.decode(&self.ids[self.prefix_offset..], self.skip_special_tokens)?;
-        if full.len() <= prefix.len() || full.ends_with('\u{FFFD}') || !full.is_char_boundary(prefix.len()) {
+        if full.len() <= prefix.len()
+            || full.ends_with('\u{FFFD}')
+            || !full.is_char_boundary(prefix.len())
+        {
             return Ok(String::new());
         }
         let delta = full[prefix.len()..].to_string();
@@ -52,14 +58,19 @@ impl IncrementalDetokenizer {
         if self.read_offset == self.ids.len() {
             return Ok(String::new());
         }
-        let prefix = tokenizer.decode(&self.ids[self.prefix_offset..self.read_offset], self.skip_special_tokens)?;
+        let prefix = tokenizer.decode(
+            &self.ids[self.prefix_offset..self.read_offset],
+            self.skip_special_tokens,
+        )?;
         let full = tokenizer.decode(&self.ids[self.prefix_offset..], self.skip_special_tokens)?;
         self.prefix_offset = self.read_offset;
         self.read_offset = self.ids.len();
-        Ok(if full.len() > prefix.len() && full.is_char_boundary(prefix.len()) {
-            full[prefix.len()..].to_string()
-        } else {
-            String::new()
-        })
+        Ok(
+            if full.len() > prefix.len() && full.is_char_boundary(prefix.len()) {
+                full[prefix.len()..].to_string()
+            } else {
+                String::new()
+            },
+        )
     }
 }

@@ -10,10 +10,11 @@ pub struct Tokenizer {
 
 impl Tokenizer {
     pub fn from_file(path: &Path) -> Result<Self> {
-        let inner = tokenizers::Tokenizer::from_file(path).map_err(|e| TextError::LoadTokenizer {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
+        let inner =
+            tokenizers::Tokenizer::from_file(path).map_err(|e| TextError::LoadTokenizer {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            })?;
         Ok(Tokenizer { inner })
     }
 

@@ -6,7 +6,11 @@ mod model_args;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "pagoda", version, about = "Pagoda: serve open-weight LLMs, measure them, plan capacity")]
+#[command(
+    name = "pagoda",
+    version,
+    about = "Pagoda: serve open-weight LLMs, measure them, plan capacity"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -40,9 +44,15 @@ fn main() {
     let result = match cli.command {
         Command::Generate(args) => commands::generate::run(args),
         Command::Bench(BenchCommand::Forward(args)) => commands::bench_forward::run(args),
-        Command::Bench(BenchCommand::Serve(args)) => pagoda_bench::run_serve(args).map_err(Into::into),
-        Command::Bench(BenchCommand::Profile(args)) => pagoda_bench::run_profile(args).map_err(Into::into),
-        Command::Bench(BenchCommand::Compare(args)) => pagoda_bench::run_compare(args).map_err(Into::into),
+        Command::Bench(BenchCommand::Serve(args)) => {
+            pagoda_bench::run_serve(args).map_err(Into::into)
+        }
+        Command::Bench(BenchCommand::Profile(args)) => {
+            pagoda_bench::run_profile(args).map_err(Into::into)
+        }
+        Command::Bench(BenchCommand::Compare(args)) => {
+            pagoda_bench::run_compare(args).map_err(Into::into)
+        }
         Command::Plan(args) => pagoda_bench::run_plan(args).map_err(Into::into),
     };
     if let Err(e) = result {

@@ -64,7 +64,8 @@ impl ModelArgs {
 
     pub fn engine_config(&self) -> anyhow::Result<EngineConfig> {
         let load = self.load_options();
-        let dir = pagoda_runtime::resolve_model(&self.model, load.format == LoadFormat::Safetensors)?;
+        let dir =
+            pagoda_runtime::resolve_model(&self.model, load.format == LoadFormat::Safetensors)?;
         let mut config = EngineConfig::new(dir);
         config.load = load;
         config.kv_cache_memory = self.kv_cache_memory;
@@ -77,9 +78,13 @@ impl ModelArgs {
 /// Parses sizes like `2GiB`, `512MiB`, `1.5GB`, `4096`.
 pub fn parse_byte_size(text: &str) -> Result<u64, String> {
     let text = text.trim();
-    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let value: f64 = number.parse().map_err(|_| format!("{text:?} is not a size like 2GiB"))?;
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size like 2GiB"))?;
     let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1.0,
         "k" | "kb" => 1e3,
@@ -88,7 +93,11 @@ pub fn parse_byte_size(text: &str) -> Result<u64, String> {
         "kib" => 1024.0,
         "mib" => 1024.0 * 1024.0,
         "gib" => 1024.0 * 1024.0 * 1024.0,
-        other => return Err(format!("unknown size unit {other:?} (use B, KiB, MiB, GiB, KB, MB, GB)")),
+        other => {
+            return Err(format!(
+                "unknown size unit {other:?} (use B, KiB, MiB, GiB, KB, MB, GB)"
+            ))
+        }
     };
     Ok((value * scale) as u64)
 }

@@ -4,7 +4,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/models").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/models")
+        .join(name)
 }
 
 /// A writable copy of a fixture model to break.
@@ -26,7 +28,14 @@ fn generate_prompt(model: &Path, prompt: &str, extra: &[&str]) -> (bool, String,
     let out = Command::new(env!("CARGO_BIN_EXE_pagoda"))
         .args(["generate", "--model"])
         .arg(model)
-        .args(["--prompt", prompt, "--max-tokens", "4", "--temperature", "0"])
+        .args([
+            "--prompt",
+            prompt,
+            "--max-tokens",
+            "4",
+            "--temperature",
+            "0",
+        ])
         .args(extra)
         .output()
         .unwrap();
@@ -61,7 +70,10 @@ fn greedy_json_output_is_reproducible() {
 
 #[test]
 fn wrong_path_is_reported() {
-    assert_clean_failure(generate(Path::new("/no/such/model"), &[]), &["/no/such/model"]);
+    assert_clean_failure(
+        generate(Path::new("/no/such/model"), &[]),
+        &["/no/such/model"],
+    );
 }
 
 #[test]
@@ -70,13 +82,20 @@ fn truncated_safetensors_is_reported() {
     let weights = dir.path().join("model.safetensors");
     let bytes = std::fs::read(&weights).unwrap();
     std::fs::write(&weights, &bytes[..bytes.len() / 2]).unwrap();
-    assert_clean_failure(generate(dir.path(), &[]), &["model.safetensors", "not a valid safetensors"]);
+    assert_clean_failure(
+        generate(dir.path(), &[]),
+        &["model.safetensors", "not a valid safetensors"],
+    );
 }
 
 #[test]
 fn garbage_safetensors_header_is_reported() {
     let dir = copy_model("tiny-qwen2");
-    std::fs::write(dir.path().join("model.safetensors"), b"\xff\xff\xff\xff\xff\xff\xff\x7fnot a header").unwrap();
+    std::fs::write(
+        dir.path().join("model.safetensors"),
+        b"\xff\xff\xff\xff\xff\xff\xff\x7fnot a header",
+    )
+    .unwrap();
     assert_clean_failure(generate(dir.path(), &[]), &["model.safetensors"]);
 }
 
@@ -85,7 +104,10 @@ fn pickled_weights_are_refused_with_the_reason() {
     let dir = copy_model("tiny-qwen2");
     std::fs::remove_file(dir.path().join("model.safetensors")).unwrap();
     std::fs::write(dir.path().join("pytorch_model.bin"), b"PK\x03\x04pickle").unwrap();
-    assert_clean_failure(generate(dir.path(), &[]), &["pytorch_model.bin", "safetensors", "arbitrary code"]);
+    assert_clean_failure(
+        generate(dir.path(), &[]),
+        &["pytorch_model.bin", "safetensors", "arbitrary code"],
+    );
 }
 
 #[test]
@@ -111,10 +133,14 @@ fn missing_and_out_of_range_config_fields_are_named() {
 fn a_tensor_with_the_wrong_shape_is_named() {
     let dir = copy_model("tiny-qwen2");
     let path = dir.path().join("config.json");
-    let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     config["intermediate_size"] = 300.into();
     std::fs::write(&path, config.to_string()).unwrap();
-    assert_clean_failure(generate(dir.path(), &[]), &["model.layers.0.mlp.gate_proj.weight", "shape"]);
+    assert_clean_failure(
+        generate(dir.path(), &[]),
+        &["model.layers.0.mlp.gate_proj.weight", "shape"],
+    );
 }
 
 #[test]

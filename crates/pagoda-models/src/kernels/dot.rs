@@ -11,13 +11,23 @@ use half::{bf16, f16};
 /// A weight element the kernel can widen to f32.
 pub trait WeightElem: Copy + Send + Sync + 'static {
     fn to_f32(self) -> f32;
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma", target_feature = "f16c"))]
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "f16c"
+    ))]
     /// # Safety
     /// `p` must point at 8 readable elements.
     unsafe fn load8(p: *const Self) -> std::arch::x86_64::__m256;
 }
 
-#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma", target_feature = "f16c"))]
+#[cfg(all(
+    target_arch = "x86_64",
+    target_feature = "avx2",
+    target_feature = "fma",
+    target_feature = "f16c"
+))]
 use std::arch::x86_64::*;
 
 impl WeightElem for f32 {
@@ -25,7 +35,12 @@ impl WeightElem for f32 {
     fn to_f32(self) -> f32 {
         self
     }
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma", target_feature = "f16c"))]
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "f16c"
+    ))]
     #[inline(always)]
     unsafe fn load8(p: *const Self) -> __m256 {
         _mm256_loadu_ps(p)
@@ -37,7 +52,12 @@ impl WeightElem for f16 {
     fn to_f32(self) -> f32 {
         f16::to_f32(self)
     }
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma", target_feature = "f16c"))]
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "f16c"
+    ))]
     #[inline(always)]
     unsafe fn load8(p: *const Self) -> __m256 {
         _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i))
@@ -49,7 +69,12 @@ impl WeightElem for bf16 {
     fn to_f32(self) -> f32 {
         bf16::to_f32(self)
     }
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma", target_feature = "f16c"))]
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "f16c"
+    ))]
     #[inline(always)]
     unsafe fn load8(p: *const Self) -> __m256 {
         // bf16 is the top half of an f32: widen and shift.
@@ -62,7 +87,12 @@ impl WeightElem for bf16 {
 ///
 /// # Safety
 /// Every pointer must point at `k` readable elements.
-#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma", target_feature = "f16c"))]
+#[cfg(all(
+    target_arch = "x86_64",
+    target_feature = "avx2",
+    target_feature = "fma",
+    target_feature = "f16c"
+))]
 #[inline(always)]
 pub unsafe fn tile<W: WeightElem, const R: usize, const C: usize>(
     w: [*const W; R],
@@ -100,7 +130,12 @@ pub unsafe fn tile<W: WeightElem, const R: usize, const C: usize>(
 ///
 /// # Safety
 /// Every pointer must point at `k` readable elements.
-#[cfg(not(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma", target_feature = "f16c")))]
+#[cfg(not(all(
+    target_arch = "x86_64",
+    target_feature = "avx2",
+    target_feature = "fma",
+    target_feature = "f16c"
+)))]
 #[inline(always)]
 pub unsafe fn tile<W: WeightElem, const R: usize, const C: usize>(
     w: [*const W; R],

@@ -133,7 +133,10 @@ mod tests {
                 w.row_to_f32(r, &mut row);
                 for t in 0..n {
                     let want: f32 = row.iter().zip(&x[t * cols..]).map(|(a, b)| a * b).sum();
-                    assert!((out[t * rows + r] - want).abs() < 1e-4, "{dtype} r={r} t={t}");
+                    assert!(
+                        (out[t * rows + r] - want).abs() < 1e-4,
+                        "{dtype} r={r} t={t}"
+                    );
                 }
             }
         }

@@ -23,13 +23,27 @@ pub struct AttentionDims {
 }
 
 /// `q` and `out` are `[tokens, num_heads * head_dim]`.
-pub fn paged_attention(q: &[f32], kv: &LayerKv, batch: &ForwardBatch, dims: AttentionDims, out: &mut [f32]) {
+pub fn paged_attention(
+    q: &[f32],
+    kv: &LayerKv,
+    batch: &ForwardBatch,
+    dims: AttentionDims,
+    out: &mut [f32],
+) {
     let hd = dims.head_dim;
     debug_assert_eq!(q.len(), batch.num_tokens() * dims.num_heads * hd);
     out.par_chunks_mut(hd).enumerate().for_each(|(row, o)| {
         let token = row / dims.num_heads;
         let head = row % dims.num_heads;
-        attend_one(&q[row * hd..(row + 1) * hd], kv, batch, dims, token, head, o);
+        attend_one(
+            &q[row * hd..(row + 1) * hd],
+            kv,
+            batch,
+            dims,
+            token,
+            head,
+            o,
+        );
     });
 }
 
@@ -71,14 +85,19 @@ fn attend_one(
                 let k = kv.k.as_ptr();
                 match take {
                     4 => {
-                        let r = tile::<f32, 4, 1>(std::array::from_fn(|i| k.add(offset(lo + j + i))), [q.as_ptr()], hd);
+                        let r = tile::<f32, 4, 1>(
+                            std::array::from_fn(|i| k.add(offset(lo + j + i))),
+                            [q.as_ptr()],
+                            hd,
+                        );
                         for i in 0..4 {
                             scores[j + i] = r[i][0] * scale;
                         }
                     }
                     _ => {
                         for i in 0..take {
-                            let r = tile::<f32, 1, 1>([k.add(offset(lo + j + i))], [q.as_ptr()], hd);
+                            let r =
+                                tile::<f32, 1, 1>([k.add(offset(lo + j + i))], [q.as_ptr()], hd);
                             scores[j + i] = r[0][0] * scale;
                         }
                     }
@@ -86,7 +105,10 @@ fn attend_one(
             }
             j += take;
         }
-        let block_max = scores[..n].iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let block_max = scores[..n]
+            .iter()
+            .copied()
+            .fold(f32::NEG_INFINITY, f32::max);
         let new_max = running_max.max(block_max);
         let correction = (running_max - new_max).exp();
         running_sum *= correction;
@@ -125,7 +147,13 @@ mod tests {
         let scale = 1.0 / (q.len() as f64).sqrt();
         let s: Vec<f64> = ks
             .iter()
-            .map(|k| k.iter().zip(q).map(|(a, b)| (*a as f64) * (*b as f64)).sum::<f64>() * scale)
+            .map(|k| {
+                k.iter()
+                    .zip(q)
+                    .map(|(a, b)| (*a as f64) * (*b as f64))
+                    .sum::<f64>()
+                    * scale
+            })
             .collect();
         let m = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let e: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
@@ -137,16 +165,27 @@ mod tests {
 
     #[test]
     fn matches_softmax_attention_with_gqa_and_scattered_blocks() {
-        let dims = AttentionDims { num_heads: 4, num_kv_heads: 2, head_dim: 8, block_size: 4, sliding_window: None };
+        let dims = AttentionDims {
+            num_heads: 4,
+            num_kv_heads: 2,
+            head_dim: 8,
+            block_size: 4,
+            sliding_window: None,
+        };
         let width = 16;
         let num_blocks = 6;
-        let mut kv = LayerKv { k: vec![0.0; num_blocks * 4 * width], v: vec![0.0; num_blocks * 4 * width] };
+        let mut kv = LayerKv {
+            k: vec![0.0; num_blocks * 4 * width],
+            v: vec![0.0; num_blocks * 4 * width],
+        };
         let table = [5u32, 1, 3];
         let tokens = 10;
         let k_new = values(tokens * width, 1);
         let v_new = values(tokens * width, 2);
         let mut batch = ForwardBatch::new(4);
-        batch.push(&vec![0; tokens], 0, &table, LogitsWanted::Last).unwrap();
+        batch
+            .push(&vec![0; tokens], 0, &table, LogitsWanted::Last)
+            .unwrap();
         kv.write(&batch.slot_mapping, &k_new, &v_new, width);
         let q = values(tokens * 32, 3);
         let mut out = vec![0.0; tokens * 32];
@@ -154,8 +193,12 @@ mod tests {
         for t in 0..tokens {
             for h in 0..4 {
                 let g = h / 2;
-                let ks: Vec<Vec<f32>> = (0..=t).map(|p| k_new[p * width + g * 8..p * width + g * 8 + 8].to_vec()).collect();
-                let vs: Vec<Vec<f32>> = (0..=t).map(|p| v_new[p * width + g * 8..p * width + g * 8 + 8].to_vec()).collect();
+                let ks: Vec<Vec<f32>> = (0..=t)
+                    .map(|p| k_new[p * width + g * 8..p * width + g * 8 + 8].to_vec())
+                    .collect();
+                let vs: Vec<Vec<f32>> = (0..=t)
+                    .map(|p| v_new[p * width + g * 8..p * width + g * 8 + 8].to_vec())
+                    .collect();
                 let want = reference(&q[(t * 4 + h) * 8..(t * 4 + h + 1) * 8], &ks, &vs);
                 let got = &out[(t * 4 + h) * 8..(t * 4 + h + 1) * 8];
                 for d in 0..8 {

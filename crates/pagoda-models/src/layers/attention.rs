@@ -22,13 +22,25 @@ pub struct SelfAttention {
 }
 
 impl SelfAttention {
-    pub fn load(src: &dyn WeightSource, prefix: &str, cfg: &ModelConfig, qk_norm: bool) -> Result<Self> {
+    pub fn load(
+        src: &dyn WeightSource,
+        prefix: &str,
+        cfg: &ModelConfig,
+        qk_norm: bool,
+    ) -> Result<Self> {
         let (h, q, kv) = (cfg.hidden_size, cfg.q_size(), cfg.kv_size());
         let bias = cfg.attention_bias;
         let q_proj = Linear::load(src, &format!("{prefix}.q_proj"), h, q, bias)?;
         let k_proj = Linear::load(src, &format!("{prefix}.k_proj"), h, kv, bias)?;
         let v_proj = Linear::load(src, &format!("{prefix}.v_proj"), h, kv, bias)?;
-        let norm = |name: &str| RmsNorm::load(src, &format!("{prefix}.{name}.weight"), cfg.head_dim, cfg.rms_norm_eps);
+        let norm = |name: &str| {
+            RmsNorm::load(
+                src,
+                &format!("{prefix}.{name}.weight"),
+                cfg.head_dim,
+                cfg.rms_norm_eps,
+            )
+        };
         Ok(SelfAttention {
             qkv: Linear::fuse(vec![q_proj, k_proj, v_proj]),
             q_norm: if qk_norm { Some(norm("q_norm")?) } else { None },
@@ -46,7 +58,13 @@ impl SelfAttention {
     }
 
     /// `x` is the normalised hidden state `[tokens, hidden]`; returns `[tokens, hidden]`.
-    pub fn forward(&self, x: &[f32], batch: &ForwardBatch, rotary: &RotaryTable, kv: &mut LayerKv) -> Vec<f32> {
+    pub fn forward(
+        &self,
+        x: &[f32],
+        batch: &ForwardBatch,
+        rotary: &RotaryTable,
+        kv: &mut LayerKv,
+    ) -> Vec<f32> {
         let n = batch.num_tokens();
         let q_size = self.num_heads * self.head_dim;
         let kv_size = self.num_kv_heads * self.head_dim;

@@ -13,7 +13,13 @@ pub struct Linear {
 
 impl Linear {
     /// Loads `{prefix}.weight` (and `{prefix}.bias` when `bias`) of shape `[out_dim, in_dim]`.
-    pub fn load(src: &dyn WeightSource, prefix: &str, in_dim: usize, out_dim: usize, bias: bool) -> Result<Self> {
+    pub fn load(
+        src: &dyn WeightSource,
+        prefix: &str,
+        in_dim: usize,
+        out_dim: usize,
+        bias: bool,
+    ) -> Result<Self> {
         Ok(Linear {
             weight: src.matrix(&format!("{prefix}.weight"), out_dim, in_dim)?,
             bias: if bias {
@@ -28,9 +34,17 @@ impl Linear {
     /// activations feeds them all.
     pub fn fuse(parts: Vec<Linear>) -> Linear {
         let bias = if parts.iter().all(|p| p.bias.is_some()) {
-            Some(parts.iter().flat_map(|p| p.bias.clone().unwrap_or_default()).collect())
+            Some(
+                parts
+                    .iter()
+                    .flat_map(|p| p.bias.clone().unwrap_or_default())
+                    .collect(),
+            )
         } else {
-            assert!(parts.iter().all(|p| p.bias.is_none()), "fused layers disagree on bias");
+            assert!(
+                parts.iter().all(|p| p.bias.is_none()),
+                "fused layers disagree on bias"
+            );
             None
         };
         let weights: Vec<Matrix> = parts.into_iter().map(|p| p.weight).collect();

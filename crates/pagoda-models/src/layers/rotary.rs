@@ -72,7 +72,11 @@ fn scale_frequencies(inv_freq: Vec<f32>, scaling: &RopeScaling) -> Vec<f32> {
             high_freq_factor,
             original_max_position_embeddings,
         } => {
-            let (factor, low, high) = (factor as f32, low_freq_factor as f32, high_freq_factor as f32);
+            let (factor, low, high) = (
+                factor as f32,
+                low_freq_factor as f32,
+                high_freq_factor as f32,
+            );
             let old_len = original_max_position_embeddings as f32;
             let low_freq_wavelen = old_len / low;
             let high_freq_wavelen = old_len / high;

@@ -1,8 +1,8 @@
 //! Seeded random weights shaped by the config alone, as vLLM's `--load-format dummy`: lets
 //! real architectures be benchmarked without downloading them.
 
-use rand::{Rng, SeedableRng};
 use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 
 use super::WeightSource;
@@ -30,14 +30,18 @@ impl DummyWeights {
     fn values(&self, name: &str, len: usize, center: f32, spread: f32) -> Vec<f32> {
         let name_seed = name
             .bytes()
-            .fold(self.seed ^ 0x9e37_79b9_7f4a_7c15, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+            .fold(self.seed ^ 0x9e37_79b9_7f4a_7c15, |h, b| {
+                (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+            });
         let mut out = vec![0.0f32; len];
-        out.par_chunks_mut(CHUNK).enumerate().for_each(|(i, chunk)| {
-            let mut rng = SmallRng::seed_from_u64(name_seed.wrapping_add(i as u64));
-            for v in chunk {
-                *v = center + spread * (rng.random::<f32>() * 2.0 - 1.0);
-            }
-        });
+        out.par_chunks_mut(CHUNK)
+            .enumerate()
+            .for_each(|(i, chunk)| {
+                let mut rng = SmallRng::seed_from_u64(name_seed.wrapping_add(i as u64));
+                for v in chunk {
+                    *v = center + spread * (rng.random::<f32>() * 2.0 - 1.0);
+                }
+            });
         out
     }
 }

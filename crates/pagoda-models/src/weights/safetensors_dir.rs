@@ -74,9 +74,12 @@ impl SafetensorsWeights {
     }
 
     fn raw(&self, name: &str, expected: &[usize]) -> Result<(&[u8], Dtype)> {
-        let file = &self.files[*self.owner.get(name).ok_or_else(|| ModelError::MissingTensor {
-            name: name.to_string(),
-        })?];
+        let file = &self.files[*self
+            .owner
+            .get(name)
+            .ok_or_else(|| ModelError::MissingTensor {
+                name: name.to_string(),
+            })?];
         let info = &file.tensors[name];
         let numel: usize = info.shape.iter().product();
         let expected_numel: usize = expected.iter().product();
@@ -133,8 +136,12 @@ fn convert(bytes: &[u8], from: Dtype, to: WeightDtype, name: &str) -> Result<Mat
         dtype: format!("{from:?}"),
     })?;
     let data = match (from, to) {
-        (WeightDtype::F32, WeightDtype::F32) => MatrixData::F32(bytemuck::pod_collect_to_vec(bytes)),
-        (WeightDtype::F16, WeightDtype::F16) => MatrixData::F16(bytemuck::pod_collect_to_vec(bytes)),
+        (WeightDtype::F32, WeightDtype::F32) => {
+            MatrixData::F32(bytemuck::pod_collect_to_vec(bytes))
+        }
+        (WeightDtype::F16, WeightDtype::F16) => {
+            MatrixData::F16(bytemuck::pod_collect_to_vec(bytes))
+        }
         (WeightDtype::BF16, WeightDtype::BF16) => {
             MatrixData::BF16(bytemuck::pod_collect_to_vec(bytes))
         }
@@ -142,7 +149,9 @@ fn convert(bytes: &[u8], from: Dtype, to: WeightDtype, name: &str) -> Result<Mat
             let values = widen(bytes, from);
             match to {
                 WeightDtype::F32 => MatrixData::F32(values),
-                WeightDtype::F16 => MatrixData::F16(values.into_iter().map(f16::from_f32).collect()),
+                WeightDtype::F16 => {
+                    MatrixData::F16(values.into_iter().map(f16::from_f32).collect())
+                }
                 WeightDtype::BF16 => {
                     MatrixData::BF16(values.into_iter().map(bf16::from_f32).collect())
                 }
@@ -226,7 +235,11 @@ fn no_weights_error(dir: &Path) -> Result<ModelError> {
     Ok(match pickled {
         Some(file) => ModelError::PickledWeights {
             dir: dir.to_path_buf(),
-            file: file.file_name().unwrap_or_default().to_string_lossy().into_owned(),
+            file: file
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned(),
         },
         None => ModelError::NoWeights(dir.to_path_buf()),
     })

@@ -8,11 +8,19 @@ use std::path::PathBuf;
 use pagoda_models::loader::{load_model, LoadOptions};
 use pagoda_models::{ForwardBatch, KvCacheShape, LogitsWanted, ModelRunner};
 
-pub const MODELS: [&str; 5] = ["tiny-llama", "tiny-llama-linear", "tiny-mistral", "tiny-qwen2", "tiny-qwen3"];
+pub const MODELS: [&str; 5] = [
+    "tiny-llama",
+    "tiny-llama-linear",
+    "tiny-mistral",
+    "tiny-qwen2",
+    "tiny-qwen3",
+];
 pub const BLOCK_SIZE: usize = 16;
 
 pub fn model_dir(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/models").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/models")
+        .join(name)
 }
 
 pub struct Case {
@@ -25,7 +33,13 @@ pub struct Case {
 pub fn reference_cases(name: &str) -> Vec<Case> {
     let text = std::fs::read_to_string(model_dir(name).join("reference.json")).unwrap();
     let json: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let ids = |v: &serde_json::Value| v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
+    let ids = |v: &serde_json::Value| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect()
+    };
     json["cases"]
         .as_array()
         .unwrap()
@@ -33,7 +47,12 @@ pub fn reference_cases(name: &str) -> Vec<Case> {
         .map(|c| Case {
             prompt: c["prompt"].as_str().unwrap().to_string(),
             input_ids: ids(&c["input_ids"]),
-            last_logits: c["last_logits"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect(),
+            last_logits: c["last_logits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap() as f32)
+                .collect(),
             greedy_ids: ids(&c["greedy_ids"]),
         })
         .collect()
@@ -61,9 +80,13 @@ pub struct ScatteredBlocks {
 impl ScatteredBlocks {
     pub fn new(num_blocks: usize, seed: u64) -> Self {
         let mut free: Vec<u32> = (0..num_blocks as u32).collect();
-        let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let mut state = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         for i in (1..free.len()).rev() {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             free.swap(i, (state >> 33) as usize % (i + 1));
         }
         ScatteredBlocks { free }
@@ -84,7 +107,11 @@ pub struct Sequence {
 
 impl Sequence {
     pub fn new(tokens: &[u32]) -> Self {
-        Sequence { tokens: tokens.to_vec(), computed: 0, blocks: Vec::new() }
+        Sequence {
+            tokens: tokens.to_vec(),
+            computed: 0,
+            blocks: Vec::new(),
+        }
     }
 
     /// Adds the next `n` uncomputed tokens to `batch`, growing the block table as needed.
@@ -94,7 +121,12 @@ impl Sequence {
             self.blocks.push(alloc.take());
         }
         batch
-            .push(&self.tokens[self.computed..end], self.computed, &self.blocks, LogitsWanted::Last)
+            .push(
+                &self.tokens[self.computed..end],
+                self.computed,
+                &self.blocks,
+                LogitsWanted::Last,
+            )
             .unwrap();
         self.computed = end;
     }
@@ -112,12 +144,20 @@ pub fn argmax(row: &[f32]) -> u32 {
 
 pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len());
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }
 
 /// Runs one sequence alone: a whole-prompt prefill, then `steps` greedy decode steps.
 /// Returns the logits after the prompt and after each decoded token, and the tokens.
-pub fn run_alone(runner: &mut ModelRunner, prompt: &[u32], steps: usize, seed: u64) -> (Vec<Vec<f32>>, Vec<u32>) {
+pub fn run_alone(
+    runner: &mut ModelRunner,
+    prompt: &[u32],
+    steps: usize,
+    seed: u64,
+) -> (Vec<Vec<f32>>, Vec<u32>) {
     let mut alloc = ScatteredBlocks::new(runner.kv_shape().num_blocks, seed);
     let mut seq = Sequence::new(prompt);
     let mut all_logits = Vec::new();

@@ -39,10 +39,17 @@ struct Measurement {
 }
 
 pub fn run(args: BenchForwardArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(args.prompt_len > 0 && args.repeats > 0, "--prompt-len and --repeats must be positive");
-    anyhow::ensure!(args.batch.iter().all(|&b| b > 0), "batch sizes must be positive");
+    anyhow::ensure!(
+        args.prompt_len > 0 && args.repeats > 0,
+        "--prompt-len and --repeats must be positive"
+    );
+    anyhow::ensure!(
+        args.batch.iter().all(|&b| b > 0),
+        "batch sizes must be positive"
+    );
     let load = args.model.load_options();
-    let dir = pagoda_runtime::resolve_model(&args.model.model, load.format == LoadFormat::Safetensors)?;
+    let dir =
+        pagoda_runtime::resolve_model(&args.model.model, load.format == LoadFormat::Safetensors)?;
     let (model, dtype) = load_model(&dir, &load).context("cannot load the model")?;
     let cfg = model.config.clone();
     let block_size = args.model.block_size;
@@ -71,7 +78,10 @@ pub fn run(args: BenchForwardArgs) -> anyhow::Result<()> {
     let mut runner = ModelRunner::new(model, shape);
     warm_up(&mut runner, block_size)?;
     if !args.json {
-        println!("{:>6} {:>10} {:>14} {:>14}", "batch", "prompt", "prefill tok/s", "decode tok/s");
+        println!(
+            "{:>6} {:>10} {:>14} {:>14}",
+            "batch", "prompt", "prefill tok/s", "decode tok/s"
+        );
     }
     for &batch in &args.batch {
         let mut runs: Vec<Measurement> = (0..args.repeats)
@@ -91,7 +101,10 @@ pub fn run(args: BenchForwardArgs) -> anyhow::Result<()> {
             });
             println!("{line}");
         } else {
-            println!("{batch:>6} {:>10} {prefill_tps:>14.1} {decode_tps:>14.2}", args.prompt_len);
+            println!(
+                "{batch:>6} {:>10} {prefill_tps:>14.1} {decode_tps:>14.2}",
+                args.prompt_len
+            );
         }
     }
     Ok(())
@@ -110,14 +123,23 @@ fn warm_up(runner: &mut ModelRunner, block_size: usize) -> anyhow::Result<()> {
 
 /// Prefills `batch` random prompts (packed into passes of at most `max_batched_tokens`), then
 /// decodes `gen` tokens for all of them together.
-fn measure(runner: &mut ModelRunner, args: &BenchForwardArgs, batch: usize, seed: u64) -> anyhow::Result<Measurement> {
+fn measure(
+    runner: &mut ModelRunner,
+    args: &BenchForwardArgs,
+    batch: usize,
+    seed: u64,
+) -> anyhow::Result<Measurement> {
     let block_size = args.model.block_size;
     let vocab = runner.model().config.vocab_size as u64;
     let blocks_per_seq = (args.prompt_len + args.gen).div_ceil(block_size);
     let num_blocks = runner.kv_shape().num_blocks;
     // Scatter sequences over the cache: sequence s takes every `batch`-th block.
     let tables: Vec<Vec<u32>> = (0..batch)
-        .map(|s| (0..blocks_per_seq).map(|i| ((i * batch + s) % num_blocks) as u32).collect())
+        .map(|s| {
+            (0..blocks_per_seq)
+                .map(|i| ((i * batch + s) % num_blocks) as u32)
+                .collect()
+        })
         .collect();
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut random_token = || {
@@ -126,7 +148,9 @@ fn measure(runner: &mut ModelRunner, args: &BenchForwardArgs, batch: usize, seed
         state ^= state << 17;
         (state % vocab) as u32
     };
-    let prompts: Vec<Vec<u32>> = (0..batch).map(|_| (0..args.prompt_len).map(|_| random_token()).collect()).collect();
+    let prompts: Vec<Vec<u32>> = (0..batch)
+        .map(|_| (0..args.prompt_len).map(|_| random_token()).collect())
+        .collect();
 
     let start = Instant::now();
     let mut next = Vec::with_capacity(batch);
@@ -145,7 +169,12 @@ fn measure(runner: &mut ModelRunner, args: &BenchForwardArgs, batch: usize, seed
     for step in 0..args.gen {
         let mut forward = ForwardBatch::new(block_size);
         for s in 0..batch {
-            forward.push(&[next[s]], args.prompt_len + step, &tables[s], LogitsWanted::Last)?;
+            forward.push(
+                &[next[s]],
+                args.prompt_len + step,
+                &tables[s],
+                LogitsWanted::Last,
+            )?;
         }
         let logits = runner.forward(&forward)?;
         for (s, token) in next.iter_mut().enumerate() {

@@ -31,7 +31,8 @@ pub struct GenerateArgs {
 }
 
 pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
-    let engine = pagoda_runtime::start(args.model.engine_config()?).context("cannot load the model")?;
+    let engine =
+        pagoda_runtime::start(args.model.engine_config()?).context("cannot load the model")?;
     let defaults = &engine.info().generation_config;
     let prompt_token_ids = engine.tokenizer().encode(&args.prompt, true)?;
     let sampling = SamplingParams {
