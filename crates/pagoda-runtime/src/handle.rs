@@ -37,7 +37,7 @@ pub struct ModelInfo {
 enum Command {
     Add {
         first_id: u64,
-        request: GenerateRequest,
+        request: Box<GenerateRequest>,
         sender: tokio::sync::mpsc::UnboundedSender<RequestOutput>,
         submitted: Instant,
     },
@@ -210,7 +210,7 @@ fn apply(core: &mut EngineCore, command: Command, shared: &Shared, shutting_down
             submitted,
         } => {
             let n = request.sampling.n.max(1);
-            if let Err(e) = core.add(first_id, request, sender.clone(), submitted) {
+            if let Err(e) = core.add(first_id, *request, sender.clone(), submitted) {
                 // Checked before sending, so this is unexpected: report it on the stream.
                 shared.in_flight.fetch_sub(n, Ordering::SeqCst);
                 let _ = sender.send(RequestOutput {
@@ -308,7 +308,7 @@ impl EngineHandle {
         let (sender, receiver) = unbounded_channel();
         let command = Command::Add {
             first_id,
-            request,
+            request: Box::new(request),
             sender,
             submitted: Instant::now(),
         };
