@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use pagoda_engine::sampling::InvalidParam;
 use pagoda_engine::{Scheduler, SchedulerConfig};
 use pagoda_models::loader::load_model;
 use pagoda_models::{Architecture, GenerationConfig, KvCacheShape, ModelRunner, WeightDtype};
@@ -260,11 +261,21 @@ impl EngineHandle {
 
     /// Checks `request` as the engine would, without queueing it.
     pub fn validate(&self, request: &GenerateRequest) -> Result<()> {
-        request
-            .sampling
+        let info = &self.shared.info;
+        let sampling = &request.sampling;
+        sampling
             .validate()
             .map_err(pagoda_engine::EngineError::from)?;
-        let info = &self.shared.info;
+        sampling
+            .validate_token_ids(info.vocab_size)
+            .map_err(pagoda_engine::EngineError::from)?;
+        if sampling.n > self.shared.max_pending {
+            // Could never be admitted: a bad request, not a busy engine.
+            let reason = format!("must be at most {} on this server", self.shared.max_pending);
+            return Err(
+                pagoda_engine::EngineError::from(InvalidParam { field: "n", reason }).into(),
+            );
+        }
         if let Some(&token) = request
             .prompt_token_ids
             .iter()

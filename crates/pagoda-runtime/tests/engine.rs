@@ -309,5 +309,19 @@ fn bad_requests_are_refused_before_queueing() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("top_p"), "{err}");
+    let mut params = greedy(1);
+    params.logit_bias.insert(5000, 1.0);
+    let err = engine
+        .submit(GenerateRequest::new(vec![5], params))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("logit_bias"), "{err}");
+    let mut params = greedy(1);
+    params.n = 5000;
+    let err = engine
+        .submit(GenerateRequest::new(vec![5], params))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("`n`"), "{err}");
     assert_eq!(engine.num_in_flight(), 0);
 }

@@ -18,6 +18,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Serve the model over an OpenAI-compatible HTTP API (with Prometheus metrics).
+    Serve(pagoda_server::ServeArgs),
     /// Complete one prompt and print the result.
     Generate(commands::generate::GenerateArgs),
     /// Benchmarks.
@@ -31,6 +33,8 @@ enum Command {
 enum BenchCommand {
     /// Prefill and decode tokens/s of the model runner alone, per batch size.
     Forward(commands::bench_forward::BenchForwardArgs),
+    /// The whole engine in process: N concurrent requests; throughput, TTFT, TPOT.
+    Engine(commands::bench_engine::BenchEngineArgs),
     /// Drive an OpenAI-compatible endpoint and report latency and throughput.
     Serve(pagoda_bench::cli::ServeArgs),
     /// Find an endpoint's saturated prefill/decode throughput and latencies; write a profile.
@@ -39,11 +43,28 @@ enum BenchCommand {
     Compare(pagoda_bench::cli::CompareArgs),
 }
 
+/// Logs to stderr; `RUST_LOG` overrides the default level (info).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .init();
+}
+
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Serve(args) => {
+            init_logging();
+            pagoda_server::run_serve(args).map_err(Into::into)
+        }
         Command::Generate(args) => commands::generate::run(args),
         Command::Bench(BenchCommand::Forward(args)) => commands::bench_forward::run(args),
+        Command::Bench(BenchCommand::Engine(args)) => commands::bench_engine::run(args),
         Command::Bench(BenchCommand::Serve(args)) => {
             pagoda_bench::run_serve(args).map_err(Into::into)
         }

@@ -3,8 +3,8 @@
 //!
 //! Every dot product is summed in the same order whatever the tile shape, so a token's
 //! result does not depend on which other tokens share its batch (batch invariance, exact).
-//! Order: 8 lanes, each summing every 8th element in sequence; lanes folded in a fixed tree;
-//! the `k % 8` tail added last, in sequence.
+//! Order: `LANES` lanes (16 with AVX-512, else 8), each summing every `LANES`-th element in
+//! sequence; lanes folded in a fixed tree; the `k % LANES` tail added last, in sequence.
 
 use half::{bf16, f16};
 
@@ -20,6 +20,10 @@ pub trait WeightElem: Copy + Send + Sync + 'static {
     /// # Safety
     /// `p` must point at 8 readable elements.
     unsafe fn load8(p: *const Self) -> std::arch::x86_64::__m256;
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    /// # Safety
+    /// `p` must point at 16 readable elements.
+    unsafe fn load16(p: *const Self) -> std::arch::x86_64::__m512;
 }
 
 #[cfg(all(
@@ -45,6 +49,11 @@ impl WeightElem for f32 {
     unsafe fn load8(p: *const Self) -> __m256 {
         _mm256_loadu_ps(p)
     }
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    #[inline(always)]
+    unsafe fn load16(p: *const Self) -> __m512 {
+        _mm512_loadu_ps(p)
+    }
 }
 
 impl WeightElem for f16 {
@@ -61,6 +70,11 @@ impl WeightElem for f16 {
     #[inline(always)]
     unsafe fn load8(p: *const Self) -> __m256 {
         _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i))
+    }
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    #[inline(always)]
+    unsafe fn load16(p: *const Self) -> __m512 {
+        _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i))
     }
 }
 
@@ -81,6 +95,12 @@ impl WeightElem for bf16 {
         let wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(p as *const __m128i));
         _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16))
     }
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    #[inline(always)]
+    unsafe fn load16(p: *const Self) -> __m512 {
+        let wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(p as *const __m256i));
+        _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16))
+    }
 }
 
 /// Dot products of `R` rows starting at `w` against `C` rows starting at `x`, all of length `k`.
@@ -91,7 +111,8 @@ impl WeightElem for bf16 {
     target_arch = "x86_64",
     target_feature = "avx2",
     target_feature = "fma",
-    target_feature = "f16c"
+    target_feature = "f16c",
+    not(target_feature = "avx512f")
 ))]
 #[inline(always)]
 pub unsafe fn tile<W: WeightElem, const R: usize, const C: usize>(
@@ -121,6 +142,51 @@ pub unsafe fn tile<W: WeightElem, const R: usize, const C: usize>(
             let mut lanes = [0.0f32; 8];
             _mm256_storeu_ps(lanes.as_mut_ptr(), acc[r][c]);
             out[r][c] = fold_lanes(lanes) + tail::<W>(w[r], x[c], k8, k);
+        }
+    }
+    out
+}
+
+/// AVX-512 version: 16 lanes.
+///
+/// # Safety
+/// Every pointer must point at `k` readable elements.
+#[cfg(all(
+    target_arch = "x86_64",
+    target_feature = "avx512f",
+    target_feature = "avx2",
+    target_feature = "fma",
+    target_feature = "f16c"
+))]
+#[inline(always)]
+pub unsafe fn tile<W: WeightElem, const R: usize, const C: usize>(
+    w: [*const W; R],
+    x: [*const f32; C],
+    k: usize,
+) -> [[f32; C]; R] {
+    let mut acc = [[_mm512_setzero_ps(); C]; R];
+    let k16 = k / 16 * 16;
+    let mut i = 0;
+    while i < k16 {
+        let mut xv = [_mm512_setzero_ps(); C];
+        for c in 0..C {
+            xv[c] = _mm512_loadu_ps(x[c].add(i));
+        }
+        for r in 0..R {
+            let wv = W::load16(w[r].add(i));
+            for c in 0..C {
+                acc[r][c] = _mm512_fmadd_ps(wv, xv[c], acc[r][c]);
+            }
+        }
+        i += 16;
+    }
+    let mut out = [[0.0f32; C]; R];
+    for r in 0..R {
+        for c in 0..C {
+            let mut lanes = [0.0f32; 16];
+            _mm512_storeu_ps(lanes.as_mut_ptr(), acc[r][c]);
+            let folded: [f32; 8] = std::array::from_fn(|l| lanes[l] + lanes[l + 8]);
+            out[r][c] = fold_lanes(folded) + tail::<W>(w[r], x[c], k16, k);
         }
     }
     out

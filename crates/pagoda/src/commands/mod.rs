@@ -1,2 +1,3 @@
+pub mod bench_engine;
 pub mod bench_forward;
 pub mod generate;

@@ -1,0 +1,136 @@
+//! `pagoda serve`'s flags. Every flag also reads a `PAGODA_*` environment variable and a key
+//! of the `--config` TOML file; see `settings.rs` for the precedence.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+#[derive(Debug, Clone, Default, Args)]
+pub struct ServeArgs {
+    /// Model directory (config.json, *.safetensors, tokenizer.json); required here, in the
+    /// environment or in the config file.
+    #[arg(long, env = "PAGODA_MODEL")]
+    pub model: Option<String>,
+    /// Address to listen on [default: 127.0.0.1].
+    #[arg(long, env = "PAGODA_HOST")]
+    pub host: Option<String>,
+    /// Port to listen on; 0 picks a free one [default: 8000].
+    #[arg(long, env = "PAGODA_PORT")]
+    pub port: Option<u16>,
+    /// Names clients use in `model`, comma separated; the first is reported [default: --model].
+    #[arg(long, env = "PAGODA_SERVED_MODEL_NAME", value_delimiter = ',')]
+    pub served_model_name: Option<Vec<String>>,
+    /// Jinja chat template file (or inline template) replacing the model's own.
+    #[arg(long, env = "PAGODA_CHAT_TEMPLATE")]
+    pub chat_template: Option<String>,
+    /// Weights: auto (the directory's safetensors) or dummy (seeded random) [default: auto].
+    #[arg(long, env = "PAGODA_LOAD_FORMAT")]
+    pub load_format: Option<String>,
+    /// Weight dtype: auto, float32, float16 or bfloat16 [default: auto].
+    #[arg(long, env = "PAGODA_DTYPE")]
+    pub dtype: Option<String>,
+    /// KV cache size: bytes or with a unit, e.g. 512MiB, 2GiB [default: 2GiB].
+    #[arg(long, env = "PAGODA_KV_CACHE_MEMORY", value_parser = parse_byte_size)]
+    pub kv_cache_memory: Option<u64>,
+    /// Longest sequence, prompt plus output [default: the model's max_position_embeddings].
+    #[arg(long, env = "PAGODA_MAX_MODEL_LEN")]
+    pub max_model_len: Option<usize>,
+    /// Most sequences running at once [default: 64].
+    #[arg(long, env = "PAGODA_MAX_NUM_SEQS")]
+    pub max_num_seqs: Option<usize>,
+    /// Token budget of one engine step [default: 512].
+    #[arg(long, env = "PAGODA_MAX_NUM_BATCHED_TOKENS")]
+    pub max_num_batched_tokens: Option<usize>,
+    /// Tokens per KV block [default: 16].
+    #[arg(long, env = "PAGODA_BLOCK_SIZE")]
+    pub block_size: Option<usize>,
+    /// Sequences in flight before requests get 429 [default: 1024].
+    #[arg(long, env = "PAGODA_MAX_PENDING_REQUESTS")]
+    pub max_pending_requests: Option<usize>,
+    /// Turn automatic prefix caching off.
+    #[arg(long, env = "PAGODA_DISABLE_PREFIX_CACHING")]
+    pub disable_prefix_caching: bool,
+    /// How long SIGTERM waits for in-flight requests, e.g. 30s, 2m [default: 30s].
+    #[arg(long, env = "PAGODA_DRAIN_TIMEOUT", value_parser = parse_duration)]
+    pub drain_timeout: Option<Duration>,
+    /// TOML file with any of these settings, keyed by flag name (max-model-len or
+    /// max_model_len); flags and environment variables override it.
+    #[arg(long, env = "PAGODA_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+/// "2GiB", "512MiB", "1.5GB", "4096" (bytes). Binary units for KiB/MiB/GiB/TiB and bare
+/// K/M/G/T, decimal for KB/MB/GB/TB.
+pub fn parse_byte_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size such as 512MiB, 2GiB or 1073741824"))?;
+    let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kib" => 1024.0,
+        "m" | "mib" => 1024.0 * 1024.0,
+        "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "t" | "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "tb" => 1e12,
+        other => {
+            return Err(format!(
+                "unknown size unit `{other}` (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
+            ))
+        }
+    };
+    Ok((number * scale).round() as u64)
+}
+
+/// "30s", "2m", "500ms", "45" (seconds).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration such as 30s, 2m or 500ms"))?;
+    let seconds = match unit.trim() {
+        "" | "s" => number,
+        "ms" => number / 1000.0,
+        "m" | "min" => number * 60.0,
+        "h" => number * 3600.0,
+        other => return Err(format!("unknown duration unit `{other}` (use ms, s, m, h)")),
+    };
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_sizes_accept_binary_and_decimal_units() {
+        assert_eq!(parse_byte_size("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_byte_size("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_byte_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_byte_size("1.5GB"), Ok(1_500_000_000));
+        assert_eq!(parse_byte_size("4096"), Ok(4096));
+        assert!(parse_byte_size("lots").is_err());
+        assert!(parse_byte_size("3 parsecs").is_err());
+    }
+
+    #[test]
+    fn durations_accept_common_units() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("5"), Ok(Duration::from_secs(5)));
+        assert!(parse_duration("soon").is_err());
+    }
+}

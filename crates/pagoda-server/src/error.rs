@@ -1,0 +1,139 @@
+//! The one place where failures become HTTP statuses and OpenAI's error JSON.
+
+use std::path::PathBuf;
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use pagoda_engine::EngineError;
+use pagoda_runtime::RuntimeError;
+use serde_json::json;
+
+/// Why a request failed, as the client should see it.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// Malformed JSON or a parameter out of range: 400, naming the parameter.
+    #[error("{message}")]
+    InvalidRequest {
+        message: String,
+        param: Option<String>,
+    },
+    /// Prompt plus requested output exceed the model's context: 400 with the numbers.
+    #[error("{0}")]
+    ContextLength(String),
+    #[error("the model `{0}` does not exist")]
+    ModelNotFound(String),
+    #[error("no route for {0}")]
+    RouteNotFound(String),
+    /// Admission queue full: 429 with `Retry-After`.
+    #[error("the server is at capacity ({limit} requests in flight); retry later")]
+    QueueFull { limit: usize },
+    /// Loading, draining, or the engine stopped: 503.
+    #[error("{0}")]
+    Unavailable(&'static str),
+    /// A bug or an engine failure: 500. The detail is logged, never sent.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn invalid(param: &str, message: impl Into<String>) -> ApiError {
+        ApiError::InvalidRequest {
+            message: message.into(),
+            param: Some(param.to_string()),
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::InvalidRequest { .. } | ApiError::ContextLength(_) => StatusCode::BAD_REQUEST,
+            ApiError::ModelNotFound(_) | ApiError::RouteNotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::QueueFull { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// OpenAI's `{"error": {"message", "type", "param", "code"}}`.
+    pub fn body(&self) -> serde_json::Value {
+        let (kind, code, param) = match self {
+            ApiError::InvalidRequest { param, .. } => {
+                ("invalid_request_error", None, param.clone())
+            }
+            ApiError::ContextLength(_) => (
+                "invalid_request_error",
+                Some("context_length_exceeded"),
+                None,
+            ),
+            ApiError::ModelNotFound(_) => (
+                "invalid_request_error",
+                Some("model_not_found"),
+                Some("model".into()),
+            ),
+            ApiError::RouteNotFound(_) => ("invalid_request_error", Some("not_found"), None),
+            ApiError::QueueFull { .. } => ("rate_limit_error", Some("rate_limit_exceeded"), None),
+            ApiError::Unavailable(_) => ("service_unavailable", None, None),
+            ApiError::Internal(_) => ("server_error", None, None),
+        };
+        let message = match self {
+            ApiError::Internal(_) => "the server failed to handle the request".to_string(),
+            other => other.to_string(),
+        };
+        json!({"error": {"message": message, "type": kind, "param": param, "code": code}})
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if let ApiError::Internal(detail) = &self {
+            tracing::error!(%detail, "request failed");
+        }
+        let mut response = (self.status(), axum::Json(self.body())).into_response();
+        if matches!(self, ApiError::QueueFull { .. }) {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
+    }
+}
+
+impl From<RuntimeError> for ApiError {
+    fn from(err: RuntimeError) -> ApiError {
+        match err {
+            RuntimeError::Engine(EngineError::InvalidSampling(p)) => {
+                ApiError::invalid(p.field, p.to_string())
+            }
+            RuntimeError::Engine(e @ EngineError::EmptyPrompt) => {
+                ApiError::invalid("prompt", e.to_string())
+            }
+            RuntimeError::Engine(e @ EngineError::PromptTooLong { .. }) => {
+                ApiError::ContextLength(e.to_string())
+            }
+            e @ RuntimeError::ContextOverflow { .. } => ApiError::ContextLength(e.to_string()),
+            e @ RuntimeError::TokenOutOfRange { .. } => ApiError::invalid("prompt", e.to_string()),
+            RuntimeError::QueueFull { limit } => ApiError::QueueFull { limit },
+            RuntimeError::EngineStopped => ApiError::Unavailable("the engine is not running"),
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
+/// Why `pagoda serve` could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("invalid setting `{field}`: {reason}")]
+    Setting { field: &'static str, reason: String },
+    #[error("cannot read config file {path}: {reason}")]
+    ConfigFile { path: PathBuf, reason: String },
+    #[error("cannot load the model: {0}")]
+    Runtime(#[from] RuntimeError),
+    #[error("cannot load the chat template: {0}")]
+    ChatTemplate(#[from] pagoda_text::TextError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}

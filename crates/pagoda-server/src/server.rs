@@ -1,0 +1,184 @@
+//! The router, the serve loop with its drain on shutdown, and `pagoda serve`'s entry point.
+
+use std::future::{Future, IntoFuture};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::routing::{get, post};
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+
+use crate::args::ServeArgs;
+use crate::error::ServerError;
+use crate::routes::{chat, completions, models, ops, tokenize};
+use crate::settings::Settings;
+use crate::state::{load_chat_template, AppState, Loaded};
+
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(chat::handle))
+        .route("/v1/completions", post(completions::handle))
+        .route("/v1/models", get(models::list))
+        .route("/v1/models/{*model}", get(models::retrieve))
+        .route("/tokenize", post(tokenize::tokenize))
+        .route("/detokenize", post(tokenize::detokenize))
+        .route("/health", get(ops::health))
+        .route("/metrics", get(ops::metrics))
+        .route("/version", get(ops::version))
+        .fallback(ops::not_found)
+        .with_state(state)
+}
+
+/// Serves until `shutdown` resolves, then stops admission (new requests and `/health` get
+/// 503, the listener closes) and waits up to `drain_timeout` for in-flight requests. Requests
+/// still running after that are dropped, which aborts them.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    drain_timeout: Duration,
+) -> std::io::Result<()> {
+    let draining = Arc::new(Notify::new());
+    let signal = {
+        let state = state.clone();
+        let draining = draining.clone();
+        async move {
+            shutdown.await;
+            tracing::info!("shutting down: admission stopped, draining in-flight requests");
+            state.begin_draining();
+            draining.notify_one();
+        }
+    };
+    let server = axum::serve(listener, router(state))
+        .with_graceful_shutdown(signal)
+        .into_future();
+    let deadline = async move {
+        draining.notified().await;
+        tokio::time::sleep(drain_timeout).await;
+    };
+    tokio::select! {
+        result = server => result,
+        _ = deadline => {
+            tracing::warn!(?drain_timeout, "drain timeout passed; aborting the requests still running");
+            Ok(())
+        }
+    }
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = terminate => {}
+    }
+}
+
+/// `pagoda serve`: listens at once (`/health` answers 503 while the model loads), loads the
+/// model, serves until SIGTERM or Ctrl-C, drains, stops the engine and returns `Ok`.
+pub fn run_serve(args: ServeArgs) -> Result<(), ServerError> {
+    let settings = Settings::resolve(args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let result = runtime.block_on(run(settings));
+    // Connections still open after the drain timeout are dropped here, which aborts their
+    // requests; a model load interrupted by a signal is not waited for.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    result
+}
+
+async fn run(settings: Settings) -> Result<(), ServerError> {
+    let addr = settings.bind_address()?;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Bind {
+            addr: addr.to_string(),
+            source,
+        })?;
+    tracing::info!(address = %listener.local_addr()?, model = %settings.model, "listening; loading the model");
+    let state = AppState::new(settings.served_model_names.clone());
+    let mut server = tokio::spawn(serve(
+        listener,
+        state.clone(),
+        shutdown_signal(),
+        settings.drain_timeout,
+    ));
+    let load = tokio::task::spawn_blocking(move || load(&settings));
+    tokio::select! {
+        loaded = load => {
+            let loaded = loaded.map_err(|e| std::io::Error::other(e.to_string()))??;
+            tracing::info!("model loaded; ready");
+            state.set_loaded(loaded);
+        }
+        result = &mut server => {
+            // Shut down before the model finished loading.
+            return Ok(result.map_err(|e| std::io::Error::other(e.to_string()))??);
+        }
+    }
+    let result = server
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    if let Some(loaded) = state.loaded() {
+        loaded.engine.shutdown();
+        let left = loaded.engine.num_in_flight();
+        if left == 0 {
+            let engine = loaded.engine.clone();
+            let join = tokio::task::spawn_blocking(move || engine.join());
+            if tokio::time::timeout(Duration::from_secs(10), join)
+                .await
+                .is_err()
+            {
+                tracing::warn!("the engine did not stop within 10s");
+            }
+        } else {
+            tracing::warn!(
+                sequences = left,
+                "drain timeout passed; aborting what is left"
+            );
+        }
+    }
+    tracing::info!("stopped");
+    Ok(result?)
+}
+
+fn load(settings: &Settings) -> Result<Loaded, ServerError> {
+    // A hub id is downloaded here, after the port is bound, so /health says 503 meanwhile.
+    let mut engine_config = settings.engine.clone();
+    let spec = engine_config.model_dir.to_string_lossy().into_owned();
+    let with_weights = engine_config.load.format == pagoda_models::LoadFormat::Safetensors;
+    engine_config.model_dir = pagoda_runtime::resolve_model(&spec, with_weights)?;
+    let chat_template =
+        load_chat_template(&engine_config.model_dir, settings.chat_template.as_deref())?;
+    if chat_template.is_none() {
+        tracing::warn!("the model has no chat template; /v1/chat/completions will refuse requests");
+    }
+    let engine = pagoda_runtime::start(engine_config)?;
+    tracing::info!(
+        model = %engine.info().model_dir.display(),
+        weights = %engine.info().weight_dtype,
+        kv_blocks = engine.info().kv_cache.num_blocks,
+        kv_bytes = engine.info().kv_cache_bytes,
+        "model loaded"
+    );
+    Ok(Loaded {
+        engine,
+        chat_template,
+    })
+}

@@ -1,0 +1,251 @@
+//! The serve settings: flags and `PAGODA_*` environment variables (clap reads both) override
+//! the `--config` TOML file, which overrides the built-in defaults.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use pagoda_models::{LoadFormat, WeightDtype};
+use pagoda_runtime::EngineConfig;
+use serde::Deserialize;
+
+use crate::args::{parse_byte_size, parse_duration, ServeArgs};
+use crate::error::ServerError;
+
+/// Everything `run_serve` needs, resolved and checked.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub model: String,
+    pub host: String,
+    pub port: u16,
+    pub served_model_names: Vec<String>,
+    pub chat_template: Option<String>,
+    pub engine: EngineConfig,
+    pub drain_timeout: Duration,
+}
+
+/// The TOML file: the same keys as the flags.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct FileSettings {
+    model: Option<String>,
+    host: Option<String>,
+    port: Option<u16>,
+    served_model_name: Option<NameList>,
+    chat_template: Option<String>,
+    load_format: Option<String>,
+    dtype: Option<String>,
+    kv_cache_memory: Option<Size>,
+    max_model_len: Option<usize>,
+    max_num_seqs: Option<usize>,
+    max_num_batched_tokens: Option<usize>,
+    block_size: Option<usize>,
+    max_pending_requests: Option<usize>,
+    disable_prefix_caching: Option<bool>,
+    drain_timeout: Option<Size>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum NameList {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// A number, or a string with a unit ("2GiB", "30s").
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Size {
+    Number(u64),
+    Text(String),
+}
+
+impl Settings {
+    pub fn resolve(args: ServeArgs) -> Result<Settings, ServerError> {
+        let file = match &args.config {
+            Some(path) => read_file(path)?,
+            None => FileSettings::default(),
+        };
+        let model = args.model.or(file.model).ok_or(ServerError::Setting {
+            field: "model",
+            reason: "no model given (use --model, PAGODA_MODEL or `model` in the config file)"
+                .into(),
+        })?;
+        let served_model_names = match (args.served_model_name, file.served_model_name) {
+            (Some(names), _) | (None, Some(NameList::Many(names))) => names,
+            (None, Some(NameList::One(name))) => vec![name],
+            (None, None) => vec![model.clone()],
+        };
+        if served_model_names.is_empty() || served_model_names.iter().any(|n| n.is_empty()) {
+            return Err(ServerError::Setting {
+                field: "served-model-name",
+                reason: "names must not be empty".into(),
+            });
+        }
+        let mut engine = EngineConfig::new(PathBuf::from(&model));
+        let load_format = args.load_format.or(file.load_format);
+        engine.load.format = match load_format.as_deref() {
+            None | Some("auto") | Some("safetensors") => LoadFormat::Safetensors,
+            Some("dummy") => LoadFormat::Dummy,
+            Some(other) => {
+                return Err(setting(
+                    "load-format",
+                    format!("`{other}` is not auto, safetensors or dummy"),
+                ))
+            }
+        };
+        engine.load.dtype = match args.dtype.or(file.dtype).as_deref() {
+            None | Some("auto") => None,
+            Some(name) => Some(WeightDtype::parse(name).ok_or_else(|| {
+                setting(
+                    "dtype",
+                    format!("`{name}` is not auto, float32, float16 or bfloat16"),
+                )
+            })?),
+        };
+        if let Some(bytes) = args
+            .kv_cache_memory
+            .map(Ok)
+            .or(file.kv_cache_memory.map(size_bytes))
+        {
+            engine.kv_cache_memory = bytes?;
+        }
+        engine.max_model_len = args.max_model_len.or(file.max_model_len);
+        set(
+            &mut engine.max_num_seqs,
+            args.max_num_seqs.or(file.max_num_seqs),
+        );
+        set(
+            &mut engine.max_num_batched_tokens,
+            args.max_num_batched_tokens.or(file.max_num_batched_tokens),
+        );
+        engine.max_prefill_chunk = engine.max_prefill_chunk.min(engine.max_num_batched_tokens);
+        set(&mut engine.block_size, args.block_size.or(file.block_size));
+        set(
+            &mut engine.max_pending_requests,
+            args.max_pending_requests.or(file.max_pending_requests),
+        );
+        engine.enable_prefix_caching =
+            !(args.disable_prefix_caching || file.disable_prefix_caching.unwrap_or(false));
+        let drain_timeout = match args
+            .drain_timeout
+            .map(Ok)
+            .or(file.drain_timeout.map(size_duration))
+        {
+            Some(d) => d?,
+            None => Duration::from_secs(30),
+        };
+        Ok(Settings {
+            model,
+            host: args
+                .host
+                .or(file.host)
+                .unwrap_or_else(|| "127.0.0.1".into()),
+            port: args.port.or(file.port).unwrap_or(8000),
+            served_model_names,
+            chat_template: args.chat_template.or(file.chat_template),
+            engine,
+            drain_timeout,
+        })
+    }
+
+    pub fn bind_address(&self) -> Result<SocketAddr, ServerError> {
+        let host = self.host.trim_start_matches('[').trim_end_matches(']');
+        let ip = host
+            .parse()
+            .map_err(|_| setting("host", format!("`{}` is not an IP address", self.host)))?;
+        Ok(SocketAddr::new(ip, self.port))
+    }
+}
+
+fn setting(field: &'static str, reason: String) -> ServerError {
+    ServerError::Setting { field, reason }
+}
+
+fn set<T>(slot: &mut T, value: Option<T>) {
+    if let Some(value) = value {
+        *slot = value;
+    }
+}
+
+fn size_bytes(size: Size) -> Result<u64, ServerError> {
+    match size {
+        Size::Number(n) => Ok(n),
+        Size::Text(text) => {
+            parse_byte_size(&text).map_err(|reason| setting("kv-cache-memory", reason))
+        }
+    }
+}
+
+fn size_duration(size: Size) -> Result<Duration, ServerError> {
+    match size {
+        Size::Number(n) => Ok(Duration::from_secs(n)),
+        Size::Text(text) => {
+            parse_duration(&text).map_err(|reason| setting("drain-timeout", reason))
+        }
+    }
+}
+
+/// Reads the TOML file; keys may use `_` or `-`.
+fn read_file(path: &PathBuf) -> Result<FileSettings, ServerError> {
+    let fail = |reason: String| ServerError::ConfigFile {
+        path: path.clone(),
+        reason,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+    let table: toml::Table = toml::from_str(&text).map_err(|e| fail(e.to_string()))?;
+    let table: toml::Table = table
+        .into_iter()
+        .map(|(k, v)| (k.replace('_', "-"), v))
+        .collect();
+    toml::Value::Table(table)
+        .try_into()
+        .map_err(|e: toml::de::Error| fail(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_config(name: &str, text: &str) -> PathBuf {
+        let path =
+            std::env::temp_dir().join(format!("pagoda-server-{name}-{}.toml", std::process::id()));
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn flags_override_the_file_which_overrides_defaults() {
+        let path = write_config("precedence", "model = \"/m\"\nport = 9000\nmax_num_seqs = 8\nkv-cache-memory = \"64MiB\"\ndrain_timeout = \"5s\"\n");
+        let args = ServeArgs {
+            config: Some(path.clone()),
+            port: Some(9100),
+            ..ServeArgs::default()
+        };
+        let settings = Settings::resolve(args).unwrap();
+        std::fs::remove_file(path).ok();
+        assert_eq!(settings.model, "/m");
+        assert_eq!(settings.port, 9100);
+        assert_eq!(settings.host, "127.0.0.1");
+        assert_eq!(settings.engine.max_num_seqs, 8);
+        assert_eq!(settings.engine.kv_cache_memory, 64 << 20);
+        assert_eq!(settings.drain_timeout, Duration::from_secs(5));
+        assert_eq!(settings.served_model_names, vec!["/m".to_string()]);
+    }
+
+    #[test]
+    fn a_missing_model_and_unknown_keys_are_reported() {
+        assert!(matches!(
+            Settings::resolve(ServeArgs::default()),
+            Err(ServerError::Setting { field: "model", .. })
+        ));
+        let path = write_config("unknown-key", "modle = \"/m\"\n");
+        let err = Settings::resolve(ServeArgs {
+            config: Some(path.clone()),
+            ..ServeArgs::default()
+        })
+        .unwrap_err();
+        std::fs::remove_file(path).ok();
+        assert!(err.to_string().contains("modle"), "{err}");
+    }
+}

@@ -1,0 +1,156 @@
+//! What every handler shares: the served names, the engine once it is loaded, the metrics,
+//! and whether the server is draining.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use pagoda_runtime::EngineHandle;
+use pagoda_text::chat_template::ChatTemplate;
+
+use crate::error::{ApiError, ServerError};
+use crate::metrics::Metrics;
+
+/// The loaded model: the engine and the chat template requests are rendered with.
+pub struct Loaded {
+    pub engine: EngineHandle,
+    pub chat_template: Option<ChatTemplate>,
+}
+
+#[derive(Clone)]
+pub struct AppState {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    served_model_names: Vec<String>,
+    loaded: OnceLock<Loaded>,
+    metrics: Metrics,
+    draining: AtomicBool,
+    created: u64,
+}
+
+impl AppState {
+    /// A server that answers 503 until `set_loaded`.
+    pub fn new(served_model_names: Vec<String>) -> AppState {
+        let created = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        AppState {
+            inner: Arc::new(Inner {
+                served_model_names,
+                loaded: OnceLock::new(),
+                metrics: Metrics::new(),
+                draining: AtomicBool::new(false),
+                created,
+            }),
+        }
+    }
+
+    /// A server ready to answer with `engine`.
+    pub fn with_engine(
+        served_model_names: Vec<String>,
+        engine: EngineHandle,
+        chat_template: Option<ChatTemplate>,
+    ) -> AppState {
+        let state = AppState::new(served_model_names);
+        state.set_loaded(Loaded {
+            engine,
+            chat_template,
+        });
+        state
+    }
+
+    /// Marks the model loaded; later calls are ignored.
+    pub fn set_loaded(&self, loaded: Loaded) {
+        let _ = self.inner.loaded.set(loaded);
+    }
+
+    pub fn loaded(&self) -> Option<&Loaded> {
+        self.inner.loaded.get()
+    }
+
+    /// The loaded model, if the server takes new requests.
+    pub fn ready(&self) -> Result<&Loaded, ApiError> {
+        if self.is_draining() {
+            return Err(ApiError::Unavailable("the server is shutting down"));
+        }
+        self.loaded()
+            .ok_or(ApiError::Unavailable("the model is still loading"))
+    }
+
+    /// Checks a request's `model` (absent means the served model).
+    pub fn check_model(&self, model: Option<&str>) -> Result<(), ApiError> {
+        match model {
+            Some(name) if !self.inner.served_model_names.iter().any(|n| n == name) => {
+                Err(ApiError::ModelNotFound(name.to_string()))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The name responses report.
+    pub fn model_name(&self) -> &str {
+        &self.inner.served_model_names[0]
+    }
+
+    pub fn served_model_names(&self) -> &[String] {
+        &self.inner.served_model_names
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
+    pub fn created(&self) -> u64 {
+        self.inner.created
+    }
+
+    pub fn begin_draining(&self) {
+        self.inner.draining.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.inner.draining.load(Ordering::SeqCst)
+    }
+
+    /// Loaded, engine loop alive, not draining.
+    pub fn is_healthy(&self) -> bool {
+        !self.is_draining() && self.loaded().is_some_and(|l| l.engine.is_alive())
+    }
+}
+
+/// The chat template: `--chat-template` (a file, or the template itself when no such file
+/// exists and it looks like Jinja), else the model directory's own (possibly none).
+pub fn load_chat_template(
+    model_dir: &Path,
+    override_with: Option<&str>,
+) -> Result<Option<ChatTemplate>, ServerError> {
+    let Some(spec) = override_with else {
+        return Ok(ChatTemplate::from_model_dir(model_dir)?);
+    };
+    let (bos, eos) = special_tokens(model_dir);
+    let path = Path::new(spec);
+    if !path.exists() && (spec.contains("{{") || spec.contains("{%")) {
+        return Ok(Some(ChatTemplate::from_source(spec.to_string(), bos, eos)?));
+    }
+    Ok(Some(ChatTemplate::from_file(path, bos, eos)?))
+}
+
+/// bos/eos of `tokenizer_config.json`, as a string or an `{"content": ...}` object.
+fn special_tokens(model_dir: &Path) -> (Option<String>, Option<String>) {
+    let config = std::fs::read_to_string(model_dir.join("tokenizer_config.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .unwrap_or_default();
+    let token = |key: &str| match config.get(key) {
+        Some(serde_json::Value::String(s)) => Some(s.clone()),
+        Some(obj) => obj
+            .get("content")
+            .and_then(|c| c.as_str())
+            .map(str::to_string),
+        None => None,
+    };
+    (token("bos_token"), token("eos_token"))
+}

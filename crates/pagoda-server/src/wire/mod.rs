@@ -1,0 +1,4 @@
+//! OpenAI (and vLLM extension) wire types.
+
+pub mod request;
+pub mod response;
