@@ -215,13 +215,9 @@ impl EngineCore {
             if let Some(done) = self.scheduler.abort(entry.id) {
                 if let Some(active) = self.active.remove(&entry.id) {
                     let completion = completion(&active, &done, Some(message.to_string()));
-                    let _ = active.sender.send(RequestOutput {
-                        index: active.index,
-                        token_ids: Vec::new(),
-                        text: String::new(),
-                        logprobs: Vec::new(),
-                        finished: Some(completion),
-                    });
+                    let _ = active
+                        .sender
+                        .send(RequestOutput::last(active.index, completion));
                 }
                 n += 1;
             }
@@ -297,13 +293,9 @@ impl EngineCore {
         for (id, done) in finished {
             if let Some(active) = self.active.remove(&id) {
                 let completion = completion(&active, &done, None);
-                let _ = active.sender.send(RequestOutput {
-                    index: active.index,
-                    token_ids: Vec::new(),
-                    text: String::new(),
-                    logprobs: Vec::new(),
-                    finished: Some(completion),
-                });
+                let _ = active
+                    .sender
+                    .send(RequestOutput::last(active.index, completion));
                 num_finished += 1;
             }
         }

@@ -214,18 +214,13 @@ fn apply(core: &mut EngineCore, command: Command, shared: &Shared, shutting_down
             if let Err(e) = core.add(first_id, *request, sender.clone(), submitted) {
                 // Checked before sending, so this is unexpected: report it on the stream.
                 shared.in_flight.fetch_sub(n, Ordering::SeqCst);
-                let _ = sender.send(RequestOutput {
-                    index: 0,
-                    token_ids: Vec::new(),
-                    text: String::new(),
-                    logprobs: Vec::new(),
-                    finished: Some(crate::request::Completion {
-                        finish_reason: pagoda_engine::FinishReason::Abort,
-                        usage: Default::default(),
-                        timings: Default::default(),
-                        error: Some(e.to_string()),
-                    }),
-                });
+                let completion = crate::request::Completion {
+                    finish_reason: pagoda_engine::FinishReason::Abort,
+                    usage: Default::default(),
+                    timings: Default::default(),
+                    error: Some(e.to_string()),
+                };
+                let _ = sender.send(RequestOutput::last(0, completion));
             }
         }
         Command::Shutdown => *shutting_down = true,

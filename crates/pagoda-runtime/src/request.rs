@@ -76,3 +76,16 @@ pub struct RequestOutput {
     pub logprobs: Vec<TokenLogprob>,
     pub finished: Option<Completion>,
 }
+
+impl RequestOutput {
+    /// A final message with no new tokens.
+    pub fn last(index: usize, completion: Completion) -> Self {
+        RequestOutput {
+            index,
+            token_ids: Vec::new(),
+            text: String::new(),
+            logprobs: Vec::new(),
+            finished: Some(completion),
+        }
+    }
+}
