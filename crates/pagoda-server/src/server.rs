@@ -94,7 +94,11 @@ pub async fn shutdown_signal() {
 /// model, serves until SIGTERM or Ctrl-C, drains, stops the engine and returns `Ok`.
 pub fn run_serve(args: ServeArgs) -> Result<(), ServerError> {
     let settings = Settings::resolve(args)?;
+    // One I/O thread: HTTP work per token is tiny next to the CPU engine, and every extra
+    // busy thread steals time slices from the engine's kernel threads, which wait for each
+    // other at every matmul.
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
         .enable_all()
         .build()?;
     let result = runtime.block_on(run(settings));
