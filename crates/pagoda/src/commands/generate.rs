@@ -45,6 +45,17 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     };
     let prompt_tokens = prompt_token_ids.len();
     let mut stream = engine.submit(GenerateRequest::new(prompt_token_ids, sampling))?;
+    let info = engine.info();
+    eprintln!(
+        "{:?}, {} weights ({:.0} MiB); KV cache {} blocks of {} tokens ({:.0} MiB), max model length {}",
+        info.architecture,
+        info.weight_dtype,
+        info.weight_bytes as f64 / (1 << 20) as f64,
+        info.kv_cache.num_blocks,
+        info.kv_cache.block_size,
+        info.kv_cache_bytes as f64 / (1 << 20) as f64,
+        info.max_model_len,
+    );
     let mut token_ids = Vec::new();
     let mut text = String::new();
     while let Some(output) = stream.blocking_next() {
