@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs beyond Cargo: the official `openai` Python SDK (the API
+# conformance test drives the server with it) and the ClickHouse and Redis servers from
+# Debian's packages (the gateway's metering and shared-limit tests start their own instances
+# of them on free loopback ports). Safe to run again: installed packages are skipped.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -r .ci/requirements.txt
+
+missing=()
+command -v clickhouse-server >/dev/null || missing+=(clickhouse-server clickhouse-client)
+command -v redis-server >/dev/null || missing+=(redis-server)
+if ((${#missing[@]})); then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+clickhouse-client --version
+redis-server --version
