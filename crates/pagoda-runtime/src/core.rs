@@ -37,6 +37,8 @@ pub struct EngineCore {
     tokenizer: Arc<Tokenizer>,
     active: HashMap<RequestId, ActiveRequest>,
     stats: EngineStats,
+    /// The last step found nothing it could schedule.
+    idle: bool,
 }
 
 impl EngineCore {
@@ -48,6 +50,7 @@ impl EngineCore {
             tokenizer,
             active: HashMap::new(),
             stats: EngineStats::default(),
+            idle: false,
         };
         core.refresh_stats();
         core
@@ -55,6 +58,11 @@ impl EngineCore {
 
     pub fn has_work(&self) -> bool {
         self.scheduler.has_unfinished_requests()
+    }
+
+    /// Whether the last step scheduled nothing although work may be waiting.
+    pub fn was_idle(&self) -> bool {
+        self.idle
     }
 
     pub fn stats(&self) -> &EngineStats {
@@ -134,7 +142,8 @@ impl EngineCore {
         let step_start = Instant::now();
         let batch = self.scheduler.schedule();
         let mut scheduler_time = step_start.elapsed();
-        if batch.is_empty() {
+        self.idle = batch.is_empty();
+        if self.idle {
             return 0;
         }
         self.note_scheduled(&batch, step_start);

@@ -5,7 +5,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How long the engine loop waits for a command after a step that scheduled nothing.
+const IDLE_WAIT: Duration = Duration::from_millis(5);
 
 use pagoda_engine::sampling::InvalidParam;
 use pagoda_engine::{Scheduler, SchedulerConfig};
@@ -199,6 +202,13 @@ fn run_loop(mut core: EngineCore, commands: Receiver<Command>, shared: Arc<Share
             .in_flight
             .fetch_sub(aborted + finished, Ordering::SeqCst);
         *shared.stats.lock().unwrap_or_else(|e| e.into_inner()) = core.stats().clone();
+        if core.was_idle() && core.has_work() {
+            // Admission keeps every request within the KV budget, so this should not happen;
+            // if it does, wait for the next command instead of spinning a core.
+            if let Ok(command) = commands.recv_timeout(IDLE_WAIT) {
+                apply(&mut core, command, &shared, &mut shutting_down);
+            }
+        }
     }
 }
 
