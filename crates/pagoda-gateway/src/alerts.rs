@@ -60,7 +60,8 @@ impl Alerter {
                 currency,
                 "budget alert"
             );
-            if let (Some(url), Ok(handle)) = (&budget.webhook, tokio::runtime::Handle::try_current())
+            if let (Some(url), Ok(handle)) =
+                (&budget.webhook, tokio::runtime::Handle::try_current())
             {
                 let body = json!({
                     "tenant": r.tenant.as_str(),

@@ -110,7 +110,9 @@ pub fn parse_time(text: &str) -> Result<i64, GatewayError> {
     let bad = || {
         GatewayError::invalid(
             "time",
-            format!("`{text}` is not a date such as 2026-12-31, 2026-12-31T08:00:00Z or a unix time"),
+            format!(
+                "`{text}` is not a date such as 2026-12-31, 2026-12-31T08:00:00Z or a unix time"
+            ),
         )
     };
     let text = text.trim();
@@ -202,7 +204,14 @@ mod tests {
 
     #[test]
     fn bad_dates_are_refused() {
-        for bad in ["", "tomorrow", "2026-13-01", "2026-02-30", "2026-1-1x", "2026-01-01T25:00"] {
+        for bad in [
+            "",
+            "tomorrow",
+            "2026-13-01",
+            "2026-02-30",
+            "2026-1-1x",
+            "2026-01-01T25:00",
+        ] {
             assert!(parse_time(bad).is_err(), "{bad}");
         }
         assert_eq!(parse_time("86400").unwrap(), 86_400_000);

@@ -307,7 +307,10 @@ pub fn open_sink(spec: &SinkSpec, db: &std::path::Path) -> Result<Sink, GatewayE
         SinkSpec::Sqlite(path) => Sink::Sqlite(SqliteSink::open(path.as_deref().unwrap_or(db))?),
         SinkSpec::Jsonl(path) => Sink::Jsonl(JsonlSink::open(path)?),
         SinkSpec::ClickHouse(_) => {
-            return Err(GatewayError::invalid("metering sink", "ClickHouse is not built yet"))
+            return Err(GatewayError::invalid(
+                "metering sink",
+                "ClickHouse is not built yet",
+            ))
         }
     })
 }

@@ -54,7 +54,10 @@ impl KeyStore {
         }
         let now = now_ms();
         if expires_ms.is_some_and(|e| e <= now) {
-            return Err(GatewayError::invalid("expires", "the expiry is in the past"));
+            return Err(GatewayError::invalid(
+                "expires",
+                "the expiry is in the past",
+            ));
         }
         let (key_id, key) = ApiKey::generate();
         let (_, secret) = secret::parse(key.reveal()).expect("a generated key parses");
@@ -62,7 +65,14 @@ impl KeyStore {
         self.conn().execute(
             "INSERT INTO api_keys (key_id, tenant, name, hash, created_ms, expires_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![key_id.as_str(), tenant.as_str(), name, hash, now, expires_ms],
+            params![
+                key_id.as_str(),
+                tenant.as_str(),
+                name,
+                hash,
+                now,
+                expires_ms
+            ],
         )?;
         let record = KeyRecord {
             key_id,
@@ -167,8 +177,14 @@ mod tests {
         assert_eq!(store.authenticate(key.reveal()).unwrap().tenant, tenant);
         // A key with the right id and a wrong secret fails.
         let mut forged = key.reveal().to_string();
-        forged.replace_range(forged.len() - 1.., if forged.ends_with('0') { "1" } else { "0" });
-        assert!(matches!(store.authenticate(&forged), Err(GatewayError::InvalidKey)));
+        forged.replace_range(
+            forged.len() - 1..,
+            if forged.ends_with('0') { "1" } else { "0" },
+        );
+        assert!(matches!(
+            store.authenticate(&forged),
+            Err(GatewayError::InvalidKey)
+        ));
         // The database file never contains the secret.
         let (_, secret) = secret::parse(key.reveal()).unwrap();
         let bytes = std::fs::read(&path).unwrap();
@@ -177,7 +193,10 @@ mod tests {
             assert!(!file.windows(secret.len()).any(|w| w == secret.as_bytes()));
         }
         assert!(store.revoke(&record.key_id).unwrap());
-        assert!(matches!(store.authenticate(key.reveal()), Err(GatewayError::InvalidKey)));
+        assert!(matches!(
+            store.authenticate(key.reveal()),
+            Err(GatewayError::InvalidKey)
+        ));
         assert!(!store.revoke(&KeyId::new("nope")).unwrap());
     }
 
@@ -196,7 +215,10 @@ mod tests {
                 params![record.key_id.as_str(), now_ms() - 1],
             )
             .unwrap();
-        assert!(matches!(store.authenticate(key.reveal()), Err(GatewayError::InvalidKey)));
+        assert!(matches!(
+            store.authenticate(key.reveal()),
+            Err(GatewayError::InvalidKey)
+        ));
         assert!(store.create(&TenantId::new("t"), None, Some(1)).is_err());
     }
 }

@@ -180,7 +180,9 @@ impl Policy {
                 || price.output < Decimal::ZERO
                 || price.cached_input.is_some_and(|c| c < Decimal::ZERO)
             {
-                return Err(format!("[pricing.\"{model}\"]: prices must not be negative"));
+                return Err(format!(
+                    "[pricing.\"{model}\"]: prices must not be negative"
+                ));
             }
         }
         Ok(Policy {
@@ -232,7 +234,11 @@ impl PolicyStore {
     }
 
     pub fn current(&self) -> Arc<Policy> {
-        self.current.read().unwrap_or_else(|e| e.into_inner()).0.clone()
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            .clone()
     }
 
     /// Re-reads the file if it changed. A broken file is reported and the old policy kept,

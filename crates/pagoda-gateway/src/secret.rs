@@ -41,7 +41,10 @@ pub fn parse(presented: &str) -> Option<(KeyId, &str)> {
     let (id, secret) = rest.split_once('_')?;
     let well_formed = id.len() == ID_HEX
         && secret.len() == SECRET_HEX
-        && id.bytes().chain(secret.bytes()).all(|b| b.is_ascii_hexdigit());
+        && id
+            .bytes()
+            .chain(secret.bytes())
+            .all(|b| b.is_ascii_hexdigit());
     well_formed.then(|| (KeyId::new(id), secret))
 }
 
@@ -75,7 +78,13 @@ mod tests {
 
     #[test]
     fn malformed_keys_are_refused() {
-        for bad in ["", "pgd_", "sk-123", "pgd_abc_def", &format!("pgd_{}_{}", "g".repeat(16), "0".repeat(64))] {
+        for bad in [
+            "",
+            "pgd_",
+            "sk-123",
+            "pgd_abc_def",
+            &format!("pgd_{}_{}", "g".repeat(16), "0".repeat(64)),
+        ] {
             assert!(parse(bad).is_none(), "{bad}");
         }
     }

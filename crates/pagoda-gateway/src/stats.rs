@@ -55,15 +55,28 @@ impl TenantStats {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let _ = writeln!(out, "# HELP pagoda:gateway_tokens_total Tokens metered per tenant.");
+        let _ = writeln!(
+            out,
+            "# HELP pagoda:gateway_tokens_total Tokens metered per tenant."
+        );
         let _ = writeln!(out, "# TYPE pagoda:gateway_tokens_total counter");
         for ((tenant, _), t) in &tenants {
             let tenant = escape(tenant);
-            for (kind, n) in [("prompt", t.prompt), ("cached", t.cached), ("completion", t.completion)] {
-                let _ = writeln!(out, "pagoda:gateway_tokens_total{{tenant=\"{tenant}\",kind=\"{kind}\"}} {n}");
+            for (kind, n) in [
+                ("prompt", t.prompt),
+                ("cached", t.cached),
+                ("completion", t.completion),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "pagoda:gateway_tokens_total{{tenant=\"{tenant}\",kind=\"{kind}\"}} {n}"
+                );
             }
         }
-        let _ = writeln!(out, "# HELP pagoda:gateway_cost_total Cost metered per tenant.");
+        let _ = writeln!(
+            out,
+            "# HELP pagoda:gateway_cost_total Cost metered per tenant."
+        );
         let _ = writeln!(out, "# TYPE pagoda:gateway_cost_total counter");
         for ((tenant, currency), t) in &tenants {
             let _ = writeln!(
@@ -74,7 +87,10 @@ impl TenantStats {
                 t.cost.normalize()
             );
         }
-        let _ = writeln!(out, "# HELP pagoda:gateway_requests_total Metered requests per tenant and status.");
+        let _ = writeln!(
+            out,
+            "# HELP pagoda:gateway_requests_total Metered requests per tenant and status."
+        );
         let _ = writeln!(out, "# TYPE pagoda:gateway_requests_total counter");
         for ((tenant, _), t) in &tenants {
             for (status, n) in &t.by_status {
@@ -85,7 +101,11 @@ impl TenantStats {
                 );
             }
         }
-        let refused = self.refused.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let refused = self
+            .refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         let _ = writeln!(out, "# HELP pagoda:gateway_refused_total Requests refused at admission per tenant and reason.");
         let _ = writeln!(out, "# TYPE pagoda:gateway_refused_total counter");
         for ((tenant, reason), n) in refused {

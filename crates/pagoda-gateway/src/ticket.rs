@@ -174,8 +174,12 @@ impl Ticket {
             .settle(&self.policy, &self.reservation, used, event.cost, now_ms())
             .await
         {
-            Ok(spend) => gw.alerts.check(&self.policy, &self.reservation, spend, &self.currency),
-            Err(e) => tracing::error!(error = %e, tenant = %self.caller.tenant, "settling a reservation failed"),
+            Ok(spend) => gw
+                .alerts
+                .check(&self.policy, &self.reservation, spend, &self.currency),
+            Err(e) => {
+                tracing::error!(error = %e, tenant = %self.caller.tenant, "settling a reservation failed")
+            }
         }
         gw.stats.observe(&event);
         let (tx, rx) = oneshot::channel();
@@ -192,7 +196,10 @@ impl Ticket {
         }
         let p = self.progress();
         let all_finished = p.choices.iter().all(|c| c.end.is_some());
-        let failed = p.choices.iter().any(|c| c.end.as_ref().is_some_and(|e| e.failed));
+        let failed = p
+            .choices
+            .iter()
+            .any(|c| c.end.as_ref().is_some_and(|e| e.failed));
         let status = if failed {
             Status::Failed
         } else if all_finished {
@@ -268,7 +275,8 @@ impl Drop for Ticket {
         match &gw.limiter {
             Limiter::Local(l) => {
                 let spend = l.settle(&self.policy, &self.reservation, used, event.cost, now_ms());
-                gw.alerts.check(&self.policy, &self.reservation, spend, &self.currency);
+                gw.alerts
+                    .check(&self.policy, &self.reservation, spend, &self.currency);
             }
             Limiter::Redis(_) => match tokio::runtime::Handle::try_current() {
                 Ok(handle) => {
@@ -277,7 +285,11 @@ impl Drop for Ticket {
                     let currency = self.currency.clone();
                     let gw = gw.clone();
                     handle.spawn(async move {
-                        match gw.limiter.settle(&policy, &reservation, used, cost, now_ms()).await {
+                        match gw
+                            .limiter
+                            .settle(&policy, &reservation, used, cost, now_ms())
+                            .await
+                        {
                             Ok(spend) => gw.alerts.check(&policy, &reservation, spend, &currency),
                             Err(e) => tracing::error!(error = %e, "settling a reservation failed"),
                         }

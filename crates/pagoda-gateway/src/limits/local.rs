@@ -51,7 +51,14 @@ impl LocalLimiter {
 
     /// Starts a tenant's spend from what the metering store already holds, so a restart
     /// does not hand out a fresh budget.
-    pub fn seed(&self, tenant: &TenantId, day: i64, day_spent: Decimal, month: i64, month_spent: Decimal) {
+    pub fn seed(
+        &self,
+        tenant: &TenantId,
+        day: i64,
+        day_spent: Decimal,
+        month: i64,
+        month_spent: Decimal,
+    ) {
         let mut tenants = self.tenants.lock().unwrap_or_else(|e| e.into_inner());
         let state = tenants.entry(tenant.clone()).or_default();
         *state.day.at(day) = day_spent;
@@ -76,8 +83,13 @@ impl LocalLimiter {
         }
         let requests = rate(&mut state.requests, policy.requests_per_minute, 1, now_ms)
             .map_err(|w| limited(Limit::RequestsPerMinute, w))?;
-        let tokens = rate(&mut state.tokens, policy.tokens_per_minute, r.tokens, now_ms)
-            .map_err(|w| limited(Limit::TokensPerMinute, w))?;
+        let tokens = rate(
+            &mut state.tokens,
+            policy.tokens_per_minute,
+            r.tokens,
+            now_ms,
+        )
+        .map_err(|w| limited(Limit::TokensPerMinute, w))?;
         for (period, ledger, key) in [
             (Period::Day, &mut state.day, r.day),
             (Period::Month, &mut state.month, r.month),
@@ -171,17 +183,28 @@ mod tests {
     fn a_hard_budget_admits_until_the_worst_case_would_overspend() {
         let p = policy("[tenants.t]\nbudget = { daily = \"1.00\" }\n");
         let l = LocalLimiter::new();
-        let r = Reservation::new(TenantId::new("t"), 10, Decimal::from_str("0.30").unwrap(), 0);
+        let r = Reservation::new(
+            TenantId::new("t"),
+            10,
+            Decimal::from_str("0.30").unwrap(),
+            0,
+        );
         for _ in 0..3 {
             l.reserve(&p, &r, 0).unwrap();
         }
         assert!(matches!(
             l.reserve(&p, &r, 0),
-            Err(GatewayError::QuotaExhausted { period: "daily", .. })
+            Err(GatewayError::QuotaExhausted {
+                period: "daily",
+                ..
+            })
         ));
         // One request used only a third of its reservation: room for another.
         l.settle(&p, &r, 5, Decimal::from_str("0.10").unwrap(), 0);
-        assert_eq!(l.reserve(&p, &r, 0).unwrap().day, Decimal::from_str("1.00").unwrap());
+        assert_eq!(
+            l.reserve(&p, &r, 0).unwrap().day,
+            Decimal::from_str("1.00").unwrap()
+        );
         // The next day starts empty.
         let tomorrow = Reservation::new(TenantId::new("t"), 10, r.cost, 86_400_000);
         assert!(l.reserve(&p, &tomorrow, 86_400_000).is_ok());
@@ -196,13 +219,19 @@ mod tests {
         l.reserve(&p, &r, 0).unwrap();
         assert!(matches!(
             l.reserve(&p, &r, 0),
-            Err(GatewayError::RateLimited { limit: Limit::Concurrency, .. })
+            Err(GatewayError::RateLimited {
+                limit: Limit::Concurrency,
+                ..
+            })
         ));
         l.settle(&p, &r, 40, Decimal::ZERO, 0);
         // A slot is free but only 20 tokens are left this minute.
         assert!(matches!(
             l.reserve(&p, &r, 0),
-            Err(GatewayError::RateLimited { limit: Limit::TokensPerMinute, .. })
+            Err(GatewayError::RateLimited {
+                limit: Limit::TokensPerMinute,
+                ..
+            })
         ));
         // Unused tokens flow back at settlement.
         l.settle(&p, &r, 0, Decimal::ZERO, 0);

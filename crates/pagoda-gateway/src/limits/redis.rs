@@ -102,7 +102,8 @@ fn nanos_down(d: Decimal) -> i64 {
 }
 
 fn from_nanos(text: &str) -> Decimal {
-    text.parse::<i64>().map_or(Decimal::ZERO, |n| Decimal::new(n, 9))
+    text.parse::<i64>()
+        .map_or(Decimal::ZERO, |n| Decimal::new(n, 9))
 }
 
 fn limit_arg(limit: Option<u64>) -> i64 {
@@ -186,7 +187,11 @@ impl RedisLimiter {
                 retry_after: wait,
             }),
             code => {
-                let period = if code == 4 { Period::Day } else { Period::Month };
+                let period = if code == 4 {
+                    Period::Day
+                } else {
+                    Period::Month
+                };
                 Err(GatewayError::QuotaExhausted {
                     tenant: r.tenant.to_string(),
                     period: period.name(),
