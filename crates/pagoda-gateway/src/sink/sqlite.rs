@@ -106,7 +106,12 @@ pub fn usage(conn: &Connection, query: &UsageQuery) -> Result<Vec<UsageRow>, Gat
     Ok(agg.finish())
 }
 
-/// Every stored event, oldest first (for tests and exports).
+/// Every event stored in the database at `path`, oldest first (for tests and exports).
+pub fn read_events(path: &Path) -> Result<Vec<CostEvent>, GatewayError> {
+    events(&db::open(path)?)
+}
+
+/// Every stored event, oldest first.
 pub fn events(conn: &Connection) -> Result<Vec<CostEvent>, GatewayError> {
     let mut stmt = conn.prepare(
         "SELECT event_id, request_id, tenant, key_id, model, prompt_tokens, cached_tokens,
