@@ -238,7 +238,7 @@ fn events_of_completed_responses_survive_kill_9() {
                 let mut i = 0u64;
                 while !stop.load(std::sync::atomic::Ordering::SeqCst) {
                     let max_tokens = 1 + (c + i) % 5;
-                    let stream = (c + i) % 3 == 0;
+                    let stream = (c + i).is_multiple_of(3);
                     let body = format!(
                         r#"{{"prompt": "client {c} request {i}", "max_tokens": {max_tokens}, "stream": {stream}, "ignore_eos": true}}"#
                     );

@@ -14,7 +14,7 @@ use crate::event::CostEvent;
 pub type Ack = oneshot::Sender<()>;
 
 pub enum Message {
-    Event(CostEvent, Option<Ack>),
+    Event(Box<CostEvent>, Option<Ack>),
     /// Acknowledged once everything sent before it is written.
     Flush(Ack),
 }
@@ -69,7 +69,7 @@ fn run(rx: Receiver<Message>, write: &mut dyn FnMut(&[CostEvent]) -> Result<(), 
         while let Some(message) = next {
             match message {
                 Message::Event(event, ack) => {
-                    events.push(event);
+                    events.push(*event);
                     acks.extend(ack);
                 }
                 Message::Flush(ack) => acks.push(ack),

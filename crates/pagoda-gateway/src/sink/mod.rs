@@ -54,7 +54,7 @@ pub enum Sink {
 impl Sink {
     /// Queues an event; `ack` is told once it is durable.
     pub fn record(&self, event: CostEvent, ack: Option<oneshot::Sender<()>>) {
-        let message = Message::Event(event, ack);
+        let message = Message::Event(Box::new(event), ack);
         match self {
             Sink::Sqlite(s) => s.send(message),
             Sink::Jsonl(s) => s.send(message),
