@@ -139,14 +139,14 @@ fn event(i: u64, base_ms: i64, price: &ModelPrice) -> CostEvent {
         completion_tokens: usage.completion,
         compute_ms: 1.5,
         queue_ms: 0.25,
-        ttft_ms: (i % 5 != 0).then_some(3.0),
+        ttft_ms: (!i.is_multiple_of(5)).then_some(3.0),
         e2e_ms: 9.0,
-        status: if i % 50 == 0 {
+        status: if i.is_multiple_of(50) {
             Status::Aborted
         } else {
             Status::Completed
         },
-        finish_reason: (i % 50 != 0).then(|| "stop".to_string()),
+        finish_reason: (!i.is_multiple_of(50)).then(|| "stop".to_string()),
         cost: price.cost(usage),
         currency: "USD".into(),
         ts_ms: base_ms + (i as i64) * 1000,
