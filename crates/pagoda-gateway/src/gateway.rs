@@ -109,7 +109,11 @@ impl Gateway {
             None => Limiter::Local(LocalLimiter::new()),
         };
         let gateway = Gateway::from_parts(keys, policy, limiter, sink);
-        gateway.seed_spend().await?;
+        // A metering store that cannot answer (ClickHouse down) must not keep the server
+        // from starting; the counters then start from zero, which the log says.
+        if let Err(e) = gateway.seed_spend().await {
+            tracing::warn!(error = %e, "could not read this period's spend; budgets start from zero");
+        }
         gateway.policy.watch(config.reload_every);
         Ok(gateway)
     }
