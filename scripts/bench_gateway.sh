@@ -13,7 +13,7 @@ RATE=${RATE:-1000}
 N=${N:-5000}
 PAIRS=${PAIRS:-5}
 PORT=${PORT:-8311}
-OUT=${OUT:-bench-results/gateway}
+OUT=${OUT:-target/bench-gateway}
 mkdir -p "$OUT"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -161,3 +161,87 @@ async fn the_jsonl_sink_writes_one_line_per_event_and_answers_usage() {
     assert_eq!(rows[0].cost, "0.00003".parse().unwrap());
     assert!(pagoda_gateway::SinkSpec::parse("kafka=x").is_err());
 }
+
+/// Reads one HTTP request's body from a connection and answers 200.
+async fn one_post_body(listener: &tokio::net::TcpListener) -> serde_json::Value {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut conn, _) = listener.accept().await.unwrap();
+    let mut buf = Vec::new();
+    loop {
+        let mut chunk = [0u8; 4096];
+        let n = conn.read(&mut chunk).await.unwrap();
+        buf.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&buf).to_string();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse().unwrap())
+                })
+                .unwrap_or(0);
+            if body.len() >= len {
+                conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                    .await
+                    .unwrap();
+                return serde_json::from_str(&body[..len]).unwrap();
+            }
+        }
+        assert!(n > 0, "connection closed early");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn budget_alerts_reach_the_webhook_once_per_threshold_and_soft_budgets_do_not_refuse() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/alerts", listener.local_addr().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    // Each request costs exactly 0.10; the soft daily budget is 0.25.
+    let gw = gateway(
+        dir.path(),
+        &format!(
+            "[pricing.m]\ninput = \"0\"\noutput = \"100000\"\n\
+             [tenants.t]\nbudget = {{ daily = \"0.25\", hard = false, alerts = [0.5, 1.0], webhook = \"{url}\" }}\n"
+        ),
+    )
+    .await;
+    let (_, key) = gw.keys().create(&TenantId::new("t"), None, None).unwrap();
+    let caller = gw
+        .authenticate(Some(&format!("Bearer {}", key.reveal())))
+        .unwrap();
+    let mut alerts = Vec::new();
+    for i in 0..4 {
+        let mut plan = [PlannedPrompt {
+            prompt_tokens: 1,
+            max_tokens: 1,
+            n: 1,
+        }];
+        // Soft: the fourth request (0.40 > 0.25) is admitted all the same.
+        let ticket = gw.admit(&caller, "m", &mut plan).await.unwrap().ticket;
+        ticket.submitted();
+        assert!(ticket.on_finished(0, 0, end(1, 1)));
+        ticket.commit().await;
+        // 0.10 (40%): nothing; 0.20 (80%): the 0.5 alert; 0.30 (120%): the 1.0 alert.
+        if i == 1 || i == 2 {
+            let alert = tokio::time::timeout(Duration::from_secs(10), one_post_body(&listener))
+                .await
+                .expect("no alert arrived");
+            alerts.push(alert);
+        }
+    }
+    let threshold = |a: &serde_json::Value| -> rust_decimal::Decimal {
+        a["threshold"].as_str().unwrap().parse().unwrap()
+    };
+    assert_eq!(threshold(&alerts[0]), rust_decimal::Decimal::new(5, 1));
+    assert_eq!(threshold(&alerts[1]), rust_decimal::Decimal::ONE);
+    assert_eq!(alerts[1]["tenant"], "t");
+    assert_eq!(alerts[1]["period"], "daily");
+    assert_eq!(alerts[1]["hard"], false);
+    // No third alert for the fourth request: thresholds fire once per period.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), listener.accept())
+            .await
+            .is_err()
+    );
+}
