@@ -201,6 +201,28 @@ async fn a_budget_holds_under_200_concurrent_requests_and_events_match_responses
         ok as u64
     );
     assert_eq!(rows[0]["model"], MODEL);
+    // Time filters: nothing from tomorrow on, everything since yesterday; bad input is a 400.
+    let r = s
+        .get(Some(&admin), "/v1/usage?tenant=acme&from=2999-01-01")
+        .await;
+    assert_eq!(r.json["data"].as_array().unwrap().len(), 0);
+    let r = s
+        .get(Some(&admin), "/v1/usage?from=2000-01-01&to=2999-01-01")
+        .await;
+    let acme = r.json["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["tenant"] == "acme")
+        .unwrap()
+        .clone();
+    assert_eq!(dec(acme["cost"].as_str().unwrap()), spent_by_responses);
+    assert!(acme.get("model").is_none() && acme.get("hour").is_none());
+    let r = s.get(Some(&admin), "/v1/usage?from=yesterday").await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json["error"]["param"], "from");
+    let r = s.get(Some(&admin), "/v1/usage?group_by=colour").await;
+    assert_eq!(r.status, 400);
     // And the Prometheus counters.
     let (_, metrics) = s.server.get_text("/metrics").await;
     let line = metrics
