@@ -1,0 +1,12 @@
+//! Pagoda's guardrails, free of any server code: PII and secret detection with validators,
+//! redaction/masking/placeholders (also across streamed chunks), prompt-injection screening
+//! behind a `Detector` trait, system-prompt canaries, per-tenant policies and a hash-chained
+//! audit log.
+
+pub mod entity;
+pub mod error;
+pub mod pii;
+
+pub use entity::EntityKind;
+pub use error::GuardError;
+pub use pii::{Finding, PiiScanner};
