@@ -10,3 +10,11 @@ pub mod pii;
 pub use entity::EntityKind;
 pub use error::GuardError;
 pub use pii::{Finding, PiiScanner};
+pub mod action;
+pub mod mask;
+pub mod redact;
+pub mod stream;
+
+pub use action::Action;
+pub use redact::{apply, Applied, Placeholders};
+pub use stream::{Emitted, OutputGuard, OutputReport};
