@@ -18,3 +18,6 @@ pub mod stream;
 pub use action::Action;
 pub use redact::{apply, Applied, Placeholders};
 pub use stream::{Emitted, OutputGuard, OutputReport};
+pub mod inject;
+
+pub use inject::{Detector, RuleDetector, RuleId, Verdict};
