@@ -12,6 +12,8 @@ pub enum GuardError {
     UnknownEntity(String),
     #[error("audit log {path}: {reason}")]
     Audit { path: PathBuf, reason: String },
+    #[error("audit log tampered at line {line}: {reason}")]
+    AuditTampered { line: usize, reason: String },
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }

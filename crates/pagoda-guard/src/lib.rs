@@ -21,3 +21,9 @@ pub use stream::{Emitted, OutputGuard, OutputReport};
 pub mod inject;
 
 pub use inject::{Detector, RuleDetector, RuleId, Verdict};
+pub mod audit;
+pub mod canary;
+pub mod policy;
+
+pub use audit::{verify, AuditEvent, AuditLog, Decision, Stage};
+pub use policy::{InjectionAction, LeakAction, Policies, Policy, TenantName};
