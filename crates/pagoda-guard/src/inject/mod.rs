@@ -39,8 +39,11 @@ pub trait Detector: Send + Sync {
 
 /// How deep encoded payloads are unwrapped (base64 inside hex inside the text is depth 2).
 const MAX_DEPTH: usize = 2;
-/// A quoted rule hit in text that discusses attacks counts this much.
+/// Rule hits quoted in text that discusses attacks count together as one hit of this much
+/// of their strongest weight.
 const QUOTED_DISCOUNT: f32 = 0.4;
+/// Marks a quoted hit in the hit map (kept apart from the id so ids stay clean).
+const QUOTED: &str = "\u{0}quoted";
 
 /// The rule-based detector.
 pub struct RuleDetector {
@@ -79,11 +82,11 @@ impl RuleDetector {
         let discuss = matched.matched_any() && self.meta.is_match(&norm.text);
         for i in matched.iter() {
             let rule = &rules::RULES[i];
-            let mut weight = rule.weight;
             if discuss && self.single[i].find(&norm.text).is_some_and(|m| quoted(&norm.text, m.start())) {
-                weight *= QUOTED_DISCOUNT;
+                add(out, prefix, &format!("{}{QUOTED}", rule.id), rule.weight);
+            } else {
+                add(out, prefix, rule.id, rule.weight);
             }
-            add(out, prefix, rule.id, weight);
         }
         if norm.invisible >= 3 {
             add(out, prefix, "hidden.zero_width", 0.4);
@@ -143,10 +146,25 @@ impl Detector for RuleDetector {
     fn detect(&self, text: &str) -> Verdict {
         let mut hits = BTreeMap::new();
         self.hits(text, 0, &mut hits, "");
-        let keep: f32 = hits.values().map(|w| 1.0 - w).product();
+        let quoted_max = hits
+            .iter()
+            .filter(|(id, _)| id.ends_with(QUOTED))
+            .map(|(_, w)| *w)
+            .fold(0.0f32, f32::max);
+        let keep: f32 = hits
+            .iter()
+            .filter(|(id, _)| !id.ends_with(QUOTED))
+            .map(|(_, w)| 1.0 - w)
+            .product::<f32>()
+            * (1.0 - quoted_max * QUOTED_DISCOUNT);
+        let mut rules: Vec<RuleId> = hits
+            .into_keys()
+            .map(|id| RuleId(id.trim_end_matches(QUOTED).to_string()))
+            .collect();
+        rules.dedup();
         Verdict {
             score: (1.0 - keep).clamp(0.0, 1.0),
-            rules: hits.into_keys().map(RuleId).collect(),
+            rules,
         }
     }
 }

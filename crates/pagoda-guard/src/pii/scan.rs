@@ -181,6 +181,13 @@ fn secret_span(text: &str, start: usize, end: usize) -> Option<(usize, usize)> {
         start
     };
     let value = &text[value_start..end];
+    // Keys with a vendor prefix are specific enough; base32 AWS ids may hold no digit.
+    const PREFIXED: [&str; 12] = [
+        "AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "ANPA", "gh", "xox", "AIza", "eyJ",
+    ];
+    if PREFIXED.iter().any(|p| value.starts_with(p)) {
+        return Some((value_start, end));
+    }
     let letters = value.bytes().any(|b| b.is_ascii_alphabetic());
     let digits = value.bytes().any(|b| b.is_ascii_digit());
     (letters && digits && value.len() >= 8).then_some((value_start, end))

@@ -164,8 +164,10 @@ pub fn iban_length(compact: &[u8]) -> Option<usize> {
         .map(|&(_, len)| len)
 }
 
+/// A dotted quad naming a host: `0.x.x.x` ("this network") is never one, and is how
+/// version numbers such as 0.1.0.3 look.
 pub fn ipv4(text: &str) -> bool {
-    text.parse::<Ipv4Addr>().is_ok()
+    text.parse::<Ipv4Addr>().is_ok_and(|ip| ip.octets()[0] != 0)
 }
 
 pub fn ipv6(text: &str) -> bool {
