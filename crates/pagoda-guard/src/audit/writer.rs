@@ -61,7 +61,10 @@ impl AuditLog {
             prev_hash: head.hash.clone(),
             hash: String::new(),
         };
-        let value = serde_json::to_value(&record).map_err(|e| self.error(e.to_string()))?;
+        // Hash what a reader will parse back (floats are written in their shortest form).
+        let value: serde_json::Value = serde_json::to_string(&record)
+            .and_then(|text| serde_json::from_str(&text))
+            .map_err(|e| self.error(e.to_string()))?;
         record.hash = record_hash(&value);
         let mut line = serde_json::to_string(&record).map_err(|e| self.error(e.to_string()))?;
         line.push('\n');

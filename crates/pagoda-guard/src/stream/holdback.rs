@@ -17,7 +17,7 @@ pub fn hold_start(text: &str) -> usize {
         let q = run_start(bytes, p - 1);
         let token = &bytes[q..p - 1];
         let continues = !token.is_empty()
-            && (token.iter().all(u8::is_ascii_digit)
+            && (token.strip_prefix(b"+").unwrap_or(token).iter().all(u8::is_ascii_digit)
                 || token.len() <= 4 && token.iter().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
                 || token.ends_with(b"earer")
                 || token.ends_with(b":")
@@ -56,7 +56,11 @@ fn open_pem(text: &str) -> Option<usize> {
     let from = (from..=text.len()).find(|&i| text.is_char_boundary(i))?;
     let window = &text[from..];
     let begin = window.rfind("-----BEGIN")?;
-    (!window[begin..].contains("-----END")).then_some(from + begin)
+    let after = &window[begin..];
+    let closed = after
+        .find("-----END")
+        .is_some_and(|end| after[end + 8..].contains("-----"));
+    (!closed).then_some(from + begin)
 }
 
 /// The longest suffix of `text` that is a proper prefix of `needle`.
