@@ -50,7 +50,6 @@ pub struct RuleDetector {
     set: RegexSet,
     single: Vec<Regex>,
     meta: Regex,
-    cipher: Regex,
     decoders: Decoders,
 }
 
@@ -63,14 +62,18 @@ impl Default for RuleDetector {
 impl RuleDetector {
     pub fn new() -> RuleDetector {
         let patterns: Vec<&str> = rules::RULES.iter().map(|r| r.pattern).collect();
+        // Two hints ride along in the same pass after the rules: a cipher is mentioned (read
+        // the text through ROT13), an encoded-looking run exists (run the decoders).
+        let mut with_hint = patterns.clone();
+        with_hint.push(rules::CIPHER_HINT);
+        with_hint.push(rules::ENCODED_HINT);
         RuleDetector {
-            set: RegexSet::new(&patterns).expect("the injection rules are valid"),
+            set: RegexSet::new(&with_hint).expect("the injection rules are valid"),
             single: patterns
                 .iter()
                 .map(|p| Regex::new(p).expect("the injection rules are valid"))
                 .collect(),
             meta: Regex::new(rules::META_DISCUSSION).expect("valid"),
-            cipher: Regex::new(rules::CIPHER_HINT).expect("valid"),
             decoders: Decoders::new(),
         }
     }
@@ -79,8 +82,10 @@ impl RuleDetector {
     fn hits(&self, text: &str, depth: usize, out: &mut BTreeMap<String, f32>, prefix: &str) {
         let norm = normalize(text);
         let matched = self.set.matches(&norm.text);
-        let discuss = matched.matched_any() && self.meta.is_match(&norm.text);
-        for i in matched.iter() {
+        let discuss = matched.iter().any(|i| i < rules::RULES.len()) && self.meta.is_match(&norm.text);
+        let cipher_hint = matched.matched(rules::RULES.len());
+        let encoded_hint = matched.matched(rules::RULES.len() + 1);
+        for i in matched.iter().filter(|&i| i < rules::RULES.len()) {
             let rule = &rules::RULES[i];
             if discuss && self.single[i].find(&norm.text).is_some_and(|m| quoted(&norm.text, m.start())) {
                 add(out, prefix, &format!("{}{QUOTED}", rule.id), rule.weight);
@@ -106,7 +111,12 @@ impl RuleDetector {
         if depth >= MAX_DEPTH {
             return;
         }
-        for (encoding, decoded) in self.decoders.decode_all(text) {
+        let decoded = if encoded_hint {
+            self.decoders.decode_all(text)
+        } else {
+            Vec::new()
+        };
+        for (encoding, decoded) in decoded {
             let inner = format!("{prefix}{}>", encoding.name());
             let before = out.len();
             self.hits(&decoded, depth + 1, out, &inner);
@@ -115,7 +125,7 @@ impl RuleDetector {
                 add(out, prefix, encoding.name(), 0.3);
             }
         }
-        if self.cipher.is_match(&norm.text) {
+        if cipher_hint {
             let inner = format!("{prefix}encoded.rot13>");
             self.hits(&rot13(&norm.text), depth + 1, out, &inner);
         }

@@ -22,6 +22,22 @@ fn bidi(c: char) -> bool {
     matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
+/// ASCII and common CJK text is already NFKC and has nothing hidden: one pass lower-cases
+/// the ASCII letters. Anything else returns `None` for the full treatment.
+fn fast_path(text: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            c if c.is_ascii() => out.push(c.to_ascii_lowercase()),
+            // CJK ideographs and the CJK punctuation that NFKC leaves alone.
+            '\u{4E00}'..='\u{9FFF}' | '\u{3001}'..='\u{3035}' => out.push(c),
+            '\u{2014}' | '\u{2018}' | '\u{2019}' | '\u{201C}' | '\u{201D}' => out.push(c),
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
 pub fn normalize(text: &str) -> Normalized {
     let mut out = Normalized {
         text: String::new(),
@@ -29,9 +45,8 @@ pub fn normalize(text: &str) -> Normalized {
         bidi: 0,
         tag_text: String::new(),
     };
-    if text.is_ascii() {
-        // ASCII is already in NFKC; only case folding is left.
-        out.text = text.to_ascii_lowercase();
+    if let Some(fast) = fast_path(text) {
+        out.text = fast;
         return out;
     }
     let mut kept = String::with_capacity(text.len());

@@ -167,6 +167,10 @@ pub const RULES: &[Rule] = &[
 /// inside quotation marks in such text counts for less.
 pub const META_DISCUSSION: &str = r"prompt\s+injection|jailbreak(?:s|ing)?\s+(?:attempt|attack|prompt|technique)|(?:example|examples|detect|detecting|defend|defending|defense|mitigat\w*|classif\w*|filter\w*|attack\w*|phrase|string|pattern|payload|red[-\s]team\w*)|提示注入|提示词注入|注入攻击|越狱攻击|防御|检测|例子|示例";
 
+/// An encoded-looking run somewhere in the (lower-cased) text; only then do the decoders run.
+/// Covers every candidate shape of `decode.rs`.
+pub const ENCODED_HINT: &str = r"[a-z0-9+/_\-]{16}|(?:\\x[0-9a-f]{2}){8}|(?:[0-9a-f]{2}[ :]){8}";
+
 /// Mentions of simple ciphers: only then is the text also read through ROT13.
 pub const CIPHER_HINT: &str = r"rot\s?-?13|caesar|凯撒|cipher|密文";
 

@@ -67,11 +67,12 @@ impl PiiScanner {
             let (start, end) = (m.start(), m.end());
             work.validated_bytes += (end - start) as u64;
             let before = found.len();
-            let next = self.candidate(text, &locs, start, end, &mut found, &mut work);
-            // A candidate that validated moves past itself; one that did not may hide a real
-            // entity starting inside it, so the search resumes one character later. Each
+            let (next, exhaustive) = self.candidate(text, &locs, start, end, &mut found, &mut work);
+            // A candidate that validated moves past itself, and so does one whose validator
+            // already tried every place an entity could start inside it. Others may hide a
+            // real entity starting inside them: the search resumes one character later. Each
             // candidate is bounded in length, so either way the total work stays linear.
-            pos = if found.len() > before {
+            pos = if found.len() > before || exhaustive {
                 next
             } else {
                 next_char(text, start)
@@ -80,7 +81,8 @@ impl PiiScanner {
         (found, work)
     }
 
-    /// Validates one candidate; returns where the next search may start after a success.
+    /// Validates one candidate; returns where the next search may start after a success,
+    /// and whether every start inside the candidate has been tried already.
     fn candidate(
         &self,
         text: &str,
@@ -89,7 +91,7 @@ impl PiiScanner {
         end: usize,
         found: &mut Vec<Finding>,
         work: &mut ScanWork,
-    ) -> usize {
+    ) -> (usize, bool) {
         let group = (1..=patterns::DIGITS)
             .find(|&g| locs.get(g).is_some())
             .unwrap_or(patterns::DIGITS);
@@ -100,53 +102,70 @@ impl PiiScanner {
                 if word_boundaries(bytes, start, end) && validate::email(&text[start..end]) {
                     push(EntityKind::Email, start, end);
                 }
-                end
+                (end, false)
             }
             patterns::SECRET => {
                 if let Some((s, e)) = secret_span(text, start, end) {
                     push(EntityKind::Secret, s, e);
                 }
-                end
+                (end, false)
             }
             patterns::PEM => {
                 let e = pem_end(text, end);
                 work.validated_bytes += (e - end) as u64;
                 push(EntityKind::Secret, start, e);
-                e
+                (e, true)
             }
             patterns::IBAN => match iban_span(bytes, start, end) {
                 Some(e) => {
                     push(EntityKind::Iban, start, e);
-                    e
+                    (e, true)
                 }
-                None => end,
+                None => (end, false),
             },
             patterns::IPV6 => {
-                let mut e = end;
-                while e > start && bytes[e - 1] == b':' && !text[start..e].ends_with("::") {
-                    e -= 1;
+                // Every start after a colon is tried, so runs of colons cost one pass.
+                let mut s = start;
+                loop {
+                    if let Some(e) = ipv6_at(text, s, end) {
+                        work.validated_bytes += (e - s) as u64;
+                        push(EntityKind::Ip, s, e);
+                        return (e, true);
+                    }
+                    match text[s..end].find(':') {
+                        Some(i) if s + i + 1 < end => s += i + 1,
+                        _ => return (end, true),
+                    }
                 }
-                let colons = bytes[start..e].iter().filter(|&&b| b == b':').count();
-                if colons >= 2 && word_boundaries(bytes, start, e) && validate::ipv6(&text[start..e])
-                {
-                    push(EntityKind::Ip, start, e);
-                }
-                e
             }
             patterns::IPV4 => {
                 if ipv4_context_ok(bytes, start, end) && validate::ipv4(&text[start..end]) {
                     push(EntityKind::Ip, start, end);
                 }
-                end
+                // A dotted quad cannot start inside another one's digits or dots.
+                (end, true)
             }
             _ => {
+                // Every group boundary in the run is tried, and nothing can start mid-group
+                // (it would be glued to a digit), so the run is done with.
                 for (kind, s, e) in digits::classify(text, start, end, &mut work.digit_ranges) {
                     push(kind, s, e);
                 }
-                end
+                (end, true)
             }
         }
     }
+}
+
+/// An IPv6 address starting at `s` and ending by `end` (trailing colons trimmed).
+fn ipv6_at(text: &str, s: usize, end: usize) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut e = end;
+    while e > s && bytes[e - 1] == b':' && !text[s..e].ends_with("::") {
+        e -= 1;
+    }
+    let colons = bytes[s..e].iter().filter(|&&b| b == b':').count();
+    (colons >= 2 && word_boundaries(bytes, s, e) && validate::ipv6(&text[s..e])).then_some(e)
 }
 
 fn next_char(text: &str, at: usize) -> usize {
