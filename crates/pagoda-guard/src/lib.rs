@@ -27,3 +27,6 @@ pub mod policy;
 
 pub use audit::{verify, AuditEvent, AuditLog, Decision, Stage};
 pub use policy::{InjectionAction, LeakAction, Policies, Policy, TenantName};
+pub mod screen;
+
+pub use screen::{Guard, MessageText, Refusal, Screened};
