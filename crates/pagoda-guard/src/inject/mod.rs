@@ -11,8 +11,7 @@ use std::fmt;
 use regex::{Regex, RegexSet};
 use serde::{Deserialize, Serialize};
 
-pub use decode::rot13;
-use decode::Decoders;
+pub use decode::{rot13, Decoders, Encoding};
 pub use normalize::{normalize, Normalized};
 
 /// A rule's id (`override.ignore_previous`, `encoded.base64>extract.system_prompt`).
