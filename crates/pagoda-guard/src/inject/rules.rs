@@ -165,7 +165,7 @@ pub const RULES: &[Rule] = &[
 
 /// Text that marks discussion *about* attacks (security writing, questions): a rule hit
 /// inside quotation marks in such text counts for less.
-pub const META_DISCUSSION: &str = r"prompt\s+injection|jailbreak(?:s|ing)?\s+(?:attempt|attack|prompt|technique)|(?:example|examples|detect|detecting|defend|defending|defense|mitigat\w*|classif\w*|filter\w*|attack\w*|phrase|string|pattern|payload|red[-\s]team\w*)|提示注入|提示词注入|注入攻击|越狱攻击|防御|检测|例子|示例";
+pub const META_DISCUSSION: &str = r"prompt\s+injection|jailbreak|red[-\s]?team|(?:detect|defend|prevent|mitigat|filter|classif|block)\w*\s+(?:against\s+)?(?:it|them|this|these|such|prompts?|attacks?|injections?|jailbreaks?|phrases?|patterns?|the\s+phrase)|examples?\s+of|the\s+(?:phrase|string|sentence)|提示注入|提示词注入|注入攻击|越狱|防御|检测";
 
 /// An encoded-looking run somewhere in the (lower-cased) text; only then do the decoders run.
 /// Covers every candidate shape of `decode.rs`.
