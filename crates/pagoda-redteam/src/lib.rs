@@ -13,4 +13,4 @@ pub mod runner;
 pub use error::RedteamError;
 pub use probe::{builtin, load, Probe};
 pub use report::{ProbeResult, Report};
-pub use runner::{run, RunConfig};
+pub use runner::{run, run_blocking, RunConfig};

@@ -112,3 +112,11 @@ async fn run_once(client: &Client, judge: &Judge, probe: &Probe, attempt: usize)
     let (success, fired) = judge.judge(&probe.detectors, &replies, &canary);
     Attempt::Judged { success, fired }
 }
+
+/// `run` on a runtime of its own, for callers that are not async.
+pub fn run_blocking(config: &RunConfig, probes: &[Probe]) -> Result<Report, RedteamError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(run(config, probes))
+}

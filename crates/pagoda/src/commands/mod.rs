@@ -1,3 +1,5 @@
+pub mod audit;
 pub mod bench_engine;
 pub mod bench_forward;
 pub mod generate;
+pub mod redteam;
