@@ -10,16 +10,68 @@ use std::time::{Duration, Instant};
 use pagoda_guard::{Detector, PiiScanner, RuleDetector};
 
 const WORDS: &[&str] = &[
-    "the", "service", "latency", "customer", "report", "quarterly", "model", "request", "server",
-    "please", "review", "attached", "summary", "before", "meeting", "with", "team", "budget",
-    "numbers", "changed", "after", "launch", "version", "deploy", "cache", "tokens", "order",
-    "shipping", "invoice", "thanks", "update", "weekly", "and", "for", "to", "of", "in", "2025",
-    "12", "3.5", "analysis", "guide", "documentation", "question", "answer",
+    "the",
+    "service",
+    "latency",
+    "customer",
+    "report",
+    "quarterly",
+    "model",
+    "request",
+    "server",
+    "please",
+    "review",
+    "attached",
+    "summary",
+    "before",
+    "meeting",
+    "with",
+    "team",
+    "budget",
+    "numbers",
+    "changed",
+    "after",
+    "launch",
+    "version",
+    "deploy",
+    "cache",
+    "tokens",
+    "order",
+    "shipping",
+    "invoice",
+    "thanks",
+    "update",
+    "weekly",
+    "and",
+    "for",
+    "to",
+    "of",
+    "in",
+    "2025",
+    "12",
+    "3.5",
+    "analysis",
+    "guide",
+    "documentation",
+    "question",
+    "answer",
 ];
-const ZH: &[&str] = &["请帮我总结一下这份报告。", "明天下午三点开会。", "服务器延迟有所下降。", "客户反馈整体不错。", "预算需要重新评估。"];
+const ZH: &[&str] = &[
+    "请帮我总结一下这份报告。",
+    "明天下午三点开会。",
+    "服务器延迟有所下降。",
+    "客户反馈整体不错。",
+    "预算需要重新评估。",
+];
 const ENTITIES: &[&str] = &[
-    "jane.doe@example.com", "4111 1111 1111 1111", "13800138000", "10.1.2.3", "GB82 WEST 1234 5698 7654 32",
-    "123-45-6789", "11010519491231002X", "AKIAIOSFODNN7EXAMPLE",
+    "jane.doe@example.com",
+    "4111 1111 1111 1111",
+    "13800138000",
+    "10.1.2.3",
+    "GB82 WEST 1234 5698 7654 32",
+    "123-45-6789",
+    "11010519491231002X",
+    "AKIAIOSFODNN7EXAMPLE",
 ];
 
 /// Deterministic pseudo-random text (xorshift), `len` bytes or a little more.
@@ -118,17 +170,41 @@ fn main() {
             std::hint::black_box(inj.detect(m));
         }
     });
-    println!("realistic text: {:.1} MB in {} messages of 2 KB, {found} entities", text.len() as f64 / 1e6, msgs.len());
-    println!("  PII scan        {:>8.1} MB/s per core", mb_per_s(text.len(), t_pii));
-    println!("  injection rules {:>8.1} MB/s per core", mb_per_s(text.len(), t_inj));
-    println!("  both            {:>8.1} MB/s per core", mb_per_s(text.len(), t_pii + t_inj));
+    println!(
+        "realistic text: {:.1} MB in {} messages of 2 KB, {found} entities",
+        text.len() as f64 / 1e6,
+        msgs.len()
+    );
+    println!(
+        "  PII scan        {:>8.1} MB/s per core",
+        mb_per_s(text.len(), t_pii)
+    );
+    println!(
+        "  injection rules {:>8.1} MB/s per core",
+        mb_per_s(text.len(), t_inj)
+    );
+    println!(
+        "  both            {:>8.1} MB/s per core",
+        mb_per_s(text.len(), t_pii + t_inj)
+    );
     if std::env::args().any(|a| a == "--realistic-only") {
         return;
     }
     println!();
     println!("adversarial inputs (one message each; PII + injection):");
-    println!("  {:<18} {:>10} {:>10} {:>10} {:>12}", "input", "0.25 MB", "0.5 MB", "1 MB", "1MB/0.25MB");
-    for kind in ["digit run", "repeated @", "near-miss cards", "dotted numbers", "colon runs", "nested base64", "injection phrases"] {
+    println!(
+        "  {:<18} {:>10} {:>10} {:>10} {:>12}",
+        "input", "0.25 MB", "0.5 MB", "1 MB", "1MB/0.25MB"
+    );
+    for kind in [
+        "digit run",
+        "repeated @",
+        "near-miss cards",
+        "dotted numbers",
+        "colon runs",
+        "nested base64",
+        "injection phrases",
+    ] {
         let times: Vec<Duration> = [1 << 18, 1 << 19, 1 << 20]
             .iter()
             .map(|&n| {

@@ -54,7 +54,10 @@ mod tests {
 
     #[test]
     fn masks_keep_a_hint() {
-        assert_eq!(mask(EntityKind::Email, "jane@example.com"), "j***@example.com");
+        assert_eq!(
+            mask(EntityKind::Email, "jane@example.com"),
+            "j***@example.com"
+        );
         assert_eq!(
             mask(EntityKind::Card, "4111 1111 1111 1111"),
             "**** **** **** 1111"

@@ -129,14 +129,22 @@ mod tests {
     fn unknown_placeholders_and_brackets_stay() {
         let mut p = Placeholders::default();
         p.placeholder_for(EntityKind::Email, "a@example.com");
-        assert_eq!(p.restore("[EMAIL_9] [x] [EMAIL_1]"), "[EMAIL_9] [x] a@example.com");
+        assert_eq!(
+            p.restore("[EMAIL_9] [x] [EMAIL_1]"),
+            "[EMAIL_9] [x] a@example.com"
+        );
     }
 
     #[test]
     fn block_lists_types_once() {
         let text = "4111 1111 1111 1111 and 5555 5555 5555 4444";
         let findings = PiiScanner::new().scan(text);
-        let out = apply(text, &findings, |_| Action::Block, &mut Placeholders::default());
+        let out = apply(
+            text,
+            &findings,
+            |_| Action::Block,
+            &mut Placeholders::default(),
+        );
         assert_eq!(out.blocked, vec![EntityKind::Card]);
         assert!(!out.text.contains("4111"));
     }

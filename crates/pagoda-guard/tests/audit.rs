@@ -10,8 +10,19 @@ use pagoda_guard::{verify, EntityKind, GuardError, RuleId};
 fn event(i: usize) -> AuditEvent {
     AuditEvent {
         request_id: format!("chatcmpl-{i}"),
-        tenant: Some(if i % 2 == 0 { "acme" } else { "globex" }.into()),
-        stage: if i % 3 == 0 { Stage::Response } else { Stage::Request },
+        tenant: Some(
+            if i.is_multiple_of(2) {
+                "acme"
+            } else {
+                "globex"
+            }
+            .into(),
+        ),
+        stage: if i.is_multiple_of(3) {
+            Stage::Response
+        } else {
+            Stage::Request
+        },
         decision: Decision::Transform,
         entities: BTreeMap::from([(EntityKind::Email, i % 4 + 1)]),
         rules: vec![RuleId("override.ignore_previous".into())],
@@ -74,7 +85,10 @@ fn changing_any_byte_is_detected() {
         let line = original[..i].iter().filter(|&&b| b == b'\n').count() + 1;
         let found = tampered_line(&path);
         assert!(found.is_some(), "byte {i} changed and verify passed");
-        assert!(found.unwrap() <= line + 1, "byte {i} on line {line}, reported {found:?}");
+        assert!(
+            found.unwrap() <= line + 1,
+            "byte {i} on line {line}, reported {found:?}"
+        );
     }
 }
 
@@ -92,7 +106,13 @@ fn deleting_or_reordering_lines_is_detected() {
         let mut swapped = lines.clone();
         swapped.swap(k, k + 1);
         std::fs::write(&path, swapped.join("\n") + "\n").unwrap();
-        assert_eq!(tampered_line(&path), Some(k + 1), "swapped lines {} and {}", k + 1, k + 2);
+        assert_eq!(
+            tampered_line(&path),
+            Some(k + 1),
+            "swapped lines {} and {}",
+            k + 1,
+            k + 2
+        );
     }
 }
 
@@ -102,6 +122,9 @@ fn records_carry_types_and_counts_but_no_values() {
     let text = std::fs::read_to_string(&path).unwrap();
     let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
     assert!(first["entities"]["EMAIL"].as_u64().is_some());
-    assert_eq!(first["prev_hash"].as_str().unwrap(), pagoda_guard::audit::GENESIS);
+    assert_eq!(
+        first["prev_hash"].as_str().unwrap(),
+        pagoda_guard::audit::GENESIS
+    );
     assert_eq!(first["hash"].as_str().unwrap().len(), 64);
 }

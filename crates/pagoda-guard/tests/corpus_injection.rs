@@ -21,7 +21,11 @@ fn injection_recall_and_false_positives_meet_the_floors() {
         let attack = line["label"] == "injection";
         let verdict = detector.detect(text);
         let flagged = verdict.score >= threshold;
-        let group = format!("{}/{}", line["lang"].as_str().unwrap(), line["category"].as_str().unwrap());
+        let group = format!(
+            "{}/{}",
+            line["lang"].as_str().unwrap(),
+            line["category"].as_str().unwrap()
+        );
         let c = by_group.entry(group).or_default();
         match (attack, flagged) {
             (true, true) => {
@@ -36,7 +40,10 @@ fn injection_recall_and_false_positives_meet_the_floors() {
             (false, true) => {
                 c.fp += 1;
                 all.fp += 1;
-                println!("FALSE POSITIVE ({:.2} {:?}): {text}", verdict.score, verdict.rules);
+                println!(
+                    "FALSE POSITIVE ({:.2} {:?}): {text}",
+                    verdict.score, verdict.rules
+                );
             }
             (false, false) => {}
         }
@@ -86,7 +93,10 @@ fn held_out_injection_set_is_reported() {
             benign += 1;
             if flagged {
                 fp += 1;
-                println!("held-out FALSE POSITIVE ({:.2} {:?}): {text}", v.score, v.rules);
+                println!(
+                    "held-out FALSE POSITIVE ({:.2} {:?}): {text}",
+                    v.score, v.rules
+                );
             }
         }
     }

@@ -30,7 +30,10 @@ fn pii_precision_and_recall_meet_the_floors() {
         for f in scanner.scan(text) {
             let value = &text[f.start..f.end];
             let c = per_kind.entry(f.kind).or_default();
-            match expected.iter().position(|(k, v)| *k == f.kind && v == value) {
+            match expected
+                .iter()
+                .position(|(k, v)| *k == f.kind && v == value)
+            {
                 Some(i) => {
                     expected.remove(i);
                     c.tp += 1;
@@ -46,7 +49,10 @@ fn pii_precision_and_recall_meet_the_floors() {
             misses.push(format!("FN {kind}: {text}"));
         }
     }
-    println!("{:<8} {:>4} {:>4} {:>4} {:>9} {:>7}", "type", "tp", "fp", "fn", "precision", "recall");
+    println!(
+        "{:<8} {:>4} {:>4} {:>4} {:>9} {:>7}",
+        "type", "tp", "fp", "fn", "precision", "recall"
+    );
     for (kind, c) in &per_kind {
         println!(
             "{:<8} {:>4} {:>4} {:>4} {:>9.3} {:>7.3}",
@@ -65,6 +71,10 @@ fn pii_precision_and_recall_meet_the_floors() {
         let c = per_kind.get(&kind).copied().unwrap_or_default();
         assert!(c.tp >= 10, "{kind}: only {} labelled examples found", c.tp);
         assert!(c.recall() >= 0.98, "{kind} recall {:.3}", c.recall());
-        assert!(c.precision() >= 0.95, "{kind} precision {:.3}", c.precision());
+        assert!(
+            c.precision() >= 0.95,
+            "{kind} precision {:.3}",
+            c.precision()
+        );
     }
 }

@@ -22,9 +22,24 @@ fn adversarial(kind: &str, len: usize) -> String {
 #[test]
 fn pii_scan_work_grows_linearly_on_adversarial_inputs() {
     let scanner = PiiScanner::new();
-    for kind in ["digits", "spaced_digits", "at_signs", "dotted", "colons", "near_card", "iban_like", "base64ish"] {
-        let small = scanner.scan_counted(&adversarial(kind, 64 * 1024)).1.total();
-        let large = scanner.scan_counted(&adversarial(kind, 256 * 1024)).1.total();
+    for kind in [
+        "digits",
+        "spaced_digits",
+        "at_signs",
+        "dotted",
+        "colons",
+        "near_card",
+        "iban_like",
+        "base64ish",
+    ] {
+        let small = scanner
+            .scan_counted(&adversarial(kind, 64 * 1024))
+            .1
+            .total();
+        let large = scanner
+            .scan_counted(&adversarial(kind, 256 * 1024))
+            .1
+            .total();
         let ratio = large as f64 / small.max(1) as f64;
         println!("{kind:<14} work 64K={small} 256K={large} ratio={ratio:.2}");
         assert!(ratio < 4.4, "{kind}: 4x input cost {ratio:.2}x work");

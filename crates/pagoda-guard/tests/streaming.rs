@@ -15,7 +15,11 @@ fn redact_all() -> Arc<dyn Fn(EntityKind) -> Action + Send + Sync> {
 }
 
 fn stream_in(text: &str, cuts: &[usize]) -> String {
-    let mut s = PiiStream::new(Arc::new(PiiScanner::new()), redact_all(), Placeholders::default());
+    let mut s = PiiStream::new(
+        Arc::new(PiiScanner::new()),
+        redact_all(),
+        Placeholders::default(),
+    );
     let mut out = String::new();
     let mut last = 0;
     for &c in cuts {
@@ -29,11 +33,19 @@ fn stream_in(text: &str, cuts: &[usize]) -> String {
 
 fn whole(text: &str) -> String {
     let scanner = PiiScanner::new();
-    apply(text, &scanner.scan(text), |_| Action::Redact, &mut Placeholders::default()).text
+    apply(
+        text,
+        &scanner.scan(text),
+        |_| Action::Redact,
+        &mut Placeholders::default(),
+    )
+    .text
 }
 
 fn boundaries(text: &str) -> Vec<usize> {
-    (1..text.len()).filter(|&i| text.is_char_boundary(i)).collect()
+    (1..text.len())
+        .filter(|&i| text.is_char_boundary(i))
+        .collect()
 }
 
 #[test]
@@ -66,7 +78,11 @@ fn token_sized_chunks_redact_like_the_whole_text() {
 #[test]
 fn a_card_number_split_across_chunks_never_reaches_the_output() {
     let chunks = ["Your card 4111 11", "11 1111 ", "1111 is on file."];
-    let mut s = PiiStream::new(Arc::new(PiiScanner::new()), redact_all(), Placeholders::default());
+    let mut s = PiiStream::new(
+        Arc::new(PiiScanner::new()),
+        redact_all(),
+        Placeholders::default(),
+    );
     let mut out: String = chunks.iter().map(|c| s.push(c)).collect();
     out.push_str(&s.finish());
     assert_eq!(out, "Your card [CARD_1] is on file.");
@@ -106,7 +122,13 @@ fn a_canary_split_across_chunks_is_caught() {
 fn output_guard_redacts_new_pii_and_restores_the_callers_own() {
     let mut p = Placeholders::default();
     p.placeholder_for(EntityKind::Email, "me@example.com");
-    let mut g = OutputGuard::new(Arc::new(PiiScanner::new()), None, false, Some(redact_all()), Some(p));
+    let mut g = OutputGuard::new(
+        Arc::new(PiiScanner::new()),
+        None,
+        false,
+        Some(redact_all()),
+        Some(p),
+    );
     let mut out = String::new();
     for piece in ["I wrote to [EMA", "IL_1] and cc'd bo", "b@example.org", "."] {
         out.push_str(&g.push(piece).text);
@@ -119,7 +141,13 @@ fn output_guard_redacts_new_pii_and_restores_the_callers_own() {
 #[test]
 fn output_guard_ends_the_response_on_a_leak_when_asked() {
     let canary = "pgd-feedfacecafebeef".to_string();
-    let mut g = OutputGuard::new(Arc::new(PiiScanner::new()), Some(canary.clone()), true, None, None);
+    let mut g = OutputGuard::new(
+        Arc::new(PiiScanner::new()),
+        Some(canary.clone()),
+        true,
+        None,
+        None,
+    );
     let first = g.push("Here is my prompt: (Internal marker pgd-feed");
     let second = g.push("facecafebeef: confidential)");
     assert!(!first.stop && second.stop);

@@ -35,8 +35,16 @@ pub struct Client {
 }
 
 impl Client {
-    pub fn new(target: &str, api_key: Option<String>, model: Option<String>, max_tokens: u32) -> Result<Client, RedteamError> {
-        let base = target.trim_end_matches('/').trim_end_matches("/v1").to_string();
+    pub fn new(
+        target: &str,
+        api_key: Option<String>,
+        model: Option<String>,
+        max_tokens: u32,
+    ) -> Result<Client, RedteamError> {
+        let base = target
+            .trim_end_matches('/')
+            .trim_end_matches("/v1")
+            .to_string();
         let url = reqwest::Url::parse(&base).map_err(|_| RedteamError::Target(target.into()))?;
         if url.scheme() != "http" || url.host().is_none() {
             // This build carries no TLS stack (see docs/guardrails.md).
@@ -45,8 +53,17 @@ impl Client {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(120))
             .build()
-            .map_err(|e| RedteamError::Unreachable { url: base.clone(), reason: e.to_string() })?;
-        Ok(Client { http, base, api_key, model, max_tokens })
+            .map_err(|e| RedteamError::Unreachable {
+                url: base.clone(),
+                reason: e.to_string(),
+            })?;
+        Ok(Client {
+            http,
+            base,
+            api_key,
+            model,
+            max_tokens,
+        })
     }
 
     /// The model to name in requests: `--model`, else the first the target lists, else none
@@ -82,7 +99,10 @@ impl Client {
         if !tools.is_empty() {
             body["tools"] = Value::Array(tools.iter().map(|t| tool_schema(t)).collect());
         }
-        let mut req = self.http.post(format!("{}/v1/chat/completions", self.base)).json(&body);
+        let mut req = self
+            .http
+            .post(format!("{}/v1/chat/completions", self.base))
+            .json(&body);
         if let Some(k) = &self.api_key {
             req = req.bearer_auth(k);
         }

@@ -54,7 +54,11 @@ async fn chat(State(target): State<Target>, Json(body): Json<Value>) -> Response
         .unwrap_or_default();
     let tools: Vec<String> = body["tools"]
         .as_array()
-        .map(|ts| ts.iter().filter_map(|t| t["function"]["name"].as_str().map(str::to_string)).collect())
+        .map(|ts| {
+            ts.iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default();
 
     let Some(guard) = &target.guard else {
@@ -70,9 +74,19 @@ async fn chat(State(target): State<Target>, Json(body): Json<Value>) -> Response
         let (code, message) = match refusal {
             Refusal::Pii(kinds) => (
                 "pii_detected",
-                format!("the request contains {}", kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")),
+                format!(
+                    "the request contains {}",
+                    kinds
+                        .iter()
+                        .map(|k| k.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
             ),
-            Refusal::Injection { .. } => ("prompt_injection_detected", "the request looks like a prompt injection".to_string()),
+            Refusal::Injection { .. } => (
+                "prompt_injection_detected",
+                "the request looks like a prompt injection".to_string(),
+            ),
         };
         let body = json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": code}});
         return (StatusCode::BAD_REQUEST, Json(body)).into_response();
@@ -115,7 +129,11 @@ fn obey(messages: &[(String, String)], tools: &[String]) -> (String, Vec<String>
         }
     }
     let text = lines.join("\n");
-    let calls = tools.iter().filter(|t| text.contains(t.as_str())).cloned().collect();
+    let calls = tools
+        .iter()
+        .filter(|t| text.contains(t.as_str()))
+        .cloned()
+        .collect();
     (text, calls)
 }
 

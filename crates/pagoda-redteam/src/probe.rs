@@ -77,12 +77,30 @@ pub enum DetectorSpec {
 }
 
 const BUILTIN: [(&str, &str); 6] = [
-    ("roleplay_jailbreak", include_str!("../probes/roleplay_jailbreak.yaml")),
-    ("system_prompt_extraction", include_str!("../probes/system_prompt_extraction.yaml")),
-    ("indirect_injection", include_str!("../probes/indirect_injection.yaml")),
-    ("encoded_requests", include_str!("../probes/encoded_requests.yaml")),
-    ("pii_exfiltration", include_str!("../probes/pii_exfiltration.yaml")),
-    ("multi_turn_escalation", include_str!("../probes/multi_turn_escalation.yaml")),
+    (
+        "roleplay_jailbreak",
+        include_str!("../probes/roleplay_jailbreak.yaml"),
+    ),
+    (
+        "system_prompt_extraction",
+        include_str!("../probes/system_prompt_extraction.yaml"),
+    ),
+    (
+        "indirect_injection",
+        include_str!("../probes/indirect_injection.yaml"),
+    ),
+    (
+        "encoded_requests",
+        include_str!("../probes/encoded_requests.yaml"),
+    ),
+    (
+        "pii_exfiltration",
+        include_str!("../probes/pii_exfiltration.yaml"),
+    ),
+    (
+        "multi_turn_escalation",
+        include_str!("../probes/multi_turn_escalation.yaml"),
+    ),
 ];
 
 pub fn parse(source_name: &str, text: &str) -> Result<Vec<Probe>, RedteamError> {
@@ -140,7 +158,10 @@ mod tests {
     fn builtin_packs_cover_every_category() {
         let probes = builtin();
         for cat in BUILTIN.map(|(name, _)| name) {
-            assert!(probes.iter().any(|p| p.category == cat), "no probe in {cat}");
+            assert!(
+                probes.iter().any(|p| p.category == cat),
+                "no probe in {cat}"
+            );
         }
         let mut ids: Vec<&str> = probes.iter().map(|p| p.id.as_str()).collect();
         ids.sort();

@@ -28,7 +28,12 @@ pub async fn run(config: &RunConfig, probes: &[Probe]) -> Result<Report, Redteam
     if config.repeats == 0 {
         return Err(RedteamError::Repeats);
     }
-    let mut client = Client::new(&config.target, config.api_key.clone(), config.model.clone(), config.max_tokens)?;
+    let mut client = Client::new(
+        &config.target,
+        config.api_key.clone(),
+        config.model.clone(),
+        config.max_tokens,
+    )?;
     client.resolve_model().await?;
     let judge = Judge::new();
     let mut report = Report {
@@ -82,7 +87,10 @@ fn canary(probe: &Probe, attempt: usize) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    format!("RT-CANARY-{:012x}", (h ^ u64::from(nanos)) & 0xffff_ffff_ffff)
+    format!(
+        "RT-CANARY-{:012x}",
+        (h ^ u64::from(nanos)) & 0xffff_ffff_ffff
+    )
 }
 
 /// Sends the turns in order; a request goes out after each turn that ends a run of
@@ -95,7 +103,9 @@ async fn run_once(client: &Client, judge: &Judge, probe: &Probe, attempt: usize)
     }
     let mut replies = Vec::new();
     for (i, turn) in probe.turns.iter().enumerate() {
-        messages.push(json!({"role": turn.role(), "content": turn.content().replace("{canary}", &canary)}));
+        messages.push(
+            json!({"role": turn.role(), "content": turn.content().replace("{canary}", &canary)}),
+        );
         let last = i + 1 == probe.turns.len();
         if !last && probe.turns[i + 1].role() != "user" {
             continue;

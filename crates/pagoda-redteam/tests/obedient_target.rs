@@ -30,18 +30,29 @@ async fn every_builtin_attack_succeeds_against_an_obedient_target() {
     assert_eq!(report.errors, 0);
     assert_eq!(report.blocked, 0);
     for p in &report.probes {
-        assert_eq!(p.successes, p.attempts, "{} did not succeed: {:?}", p.id, p.fired);
+        assert_eq!(
+            p.successes, p.attempts,
+            "{} did not succeed: {:?}",
+            p.id, p.fired
+        );
     }
     assert!(report.asr > 0.99);
 }
 
 #[tokio::test]
 async fn guardrails_in_front_of_the_obedient_target_stop_the_attacks() {
-    let guard = Arc::new(Guard::new(Policies::from_toml("[default]\non_canary_leak = \"end\"").unwrap()));
-    let report = run(&config(start(Some(guard)).await), &builtin()).await.unwrap();
+    let guard = Arc::new(Guard::new(
+        Policies::from_toml("[default]\non_canary_leak = \"end\"").unwrap(),
+    ));
+    let report = run(&config(start(Some(guard)).await), &builtin())
+        .await
+        .unwrap();
     print!("{}", report.table());
     assert_eq!(report.errors, 0);
-    assert!(report.blocked * 2 > report.attempts, "most attacks are blocked at the door");
+    assert!(
+        report.blocked * 2 > report.attempts,
+        "most attacks are blocked at the door"
+    );
     assert!(report.asr <= 0.05, "ASR {:.2} with guardrails", report.asr);
 }
 
@@ -51,7 +62,9 @@ async fn guardrails_in_front_of_the_obedient_target_stop_the_attacks() {
 #[tokio::test]
 async fn redacting_canaries_alone_stops_less_than_ending_the_response() {
     let guard = Arc::new(Guard::new(Policies::from_toml("").unwrap()));
-    let report = run(&config(start(Some(guard)).await), &builtin()).await.unwrap();
+    let report = run(&config(start(Some(guard)).await), &builtin())
+        .await
+        .unwrap();
     print!("{}", report.table());
     assert!(report.blocked > 0);
     assert!(report.asr < 0.5, "ASR {:.2}", report.asr);

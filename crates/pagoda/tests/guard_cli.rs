@@ -20,8 +20,15 @@ fn pagoda(args: &[&str]) -> (bool, String, String) {
 }
 
 fn one_line_error(stderr: &str, expect: &str) {
-    assert_eq!(stderr.trim_end().lines().count(), 1, "not one line: {stderr}");
-    assert!(stderr.starts_with("error: ") && stderr.contains(expect), "{stderr}");
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "not one line: {stderr}"
+    );
+    assert!(
+        stderr.starts_with("error: ") && stderr.contains(expect),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -58,16 +65,34 @@ fn redteam_refuses_bad_input_with_one_line() {
     let (ok, _, stderr) = pagoda(&["redteam", "--target", "not a url"]);
     assert!(!ok);
     one_line_error(&stderr, "invalid target URL");
-    let (ok, _, stderr) = pagoda(&["redteam", "--target", "http://127.0.0.1:9", "--probes", "/nonexistent.yaml"]);
+    let (ok, _, stderr) = pagoda(&[
+        "redteam",
+        "--target",
+        "http://127.0.0.1:9",
+        "--probes",
+        "/nonexistent.yaml",
+    ]);
     assert!(!ok);
     one_line_error(&stderr, "cannot read probe file");
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.yaml");
     std::fs::write(&bad, "probes: [{id: x}]").unwrap();
-    let (ok, _, stderr) = pagoda(&["redteam", "--target", "http://127.0.0.1:9", "--probes", bad.to_str().unwrap()]);
+    let (ok, _, stderr) = pagoda(&[
+        "redteam",
+        "--target",
+        "http://127.0.0.1:9",
+        "--probes",
+        bad.to_str().unwrap(),
+    ]);
     assert!(!ok);
     one_line_error(&stderr, "invalid probes");
-    let (ok, _, stderr) = pagoda(&["redteam", "--target", "http://127.0.0.1:9", "--max-asr", "2"]);
+    let (ok, _, stderr) = pagoda(&[
+        "redteam",
+        "--target",
+        "http://127.0.0.1:9",
+        "--max-asr",
+        "2",
+    ]);
     assert!(!ok);
     one_line_error(&stderr, "--max-asr");
 }
@@ -75,13 +100,18 @@ fn redteam_refuses_bad_input_with_one_line() {
 #[test]
 fn redteam_fails_the_job_above_max_asr_and_passes_below() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
     let target = format!("http://{}", listener.local_addr().unwrap());
     rt.spawn(pagoda_redteam::obedient::serve(listener, None));
 
     let (ok, stdout, stderr) = pagoda(&["redteam", "--target", &target]);
     assert!(!ok, "an obedient target must fail the run");
-    assert!(stdout.contains("overall") && stdout.contains("roleplay.dan"), "{stdout}");
+    assert!(
+        stdout.contains("overall") && stdout.contains("roleplay.dan"),
+        "{stdout}"
+    );
     one_line_error(&stderr, "above --max-asr");
 
     let (ok, stdout, _) = pagoda(&["redteam", "--target", &target, "--json", "--max-asr", "1"]);

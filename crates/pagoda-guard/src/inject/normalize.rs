@@ -15,7 +15,11 @@ pub struct Normalized {
 }
 
 fn invisible(c: char) -> bool {
-    matches!(c, '\u{200B}' | '\u{200C}' | '\u{2060}' | '\u{2061}'..='\u{2064}' | '\u{FEFF}' | '\u{00AD}' | '\u{180E}')
+    matches!(
+        c,
+        '\u{200B}' | '\u{200C}' | '\u{2060}' | '\u{2061}'
+            ..='\u{2064}' | '\u{FEFF}' | '\u{00AD}' | '\u{180E}'
+    )
 }
 
 fn bidi(c: char) -> bool {
@@ -92,7 +96,10 @@ mod tests {
 
     #[test]
     fn decodes_tag_smuggling_but_not_flags() {
-        let hidden: String = "hi".chars().map(|c| char::from_u32(0xE0000 + c as u32).unwrap()).collect();
+        let hidden: String = "hi"
+            .chars()
+            .map(|c| char::from_u32(0xE0000 + c as u32).unwrap())
+            .collect();
         assert_eq!(normalize(&format!("hello{hidden}")).tag_text, "hi");
         let england = "\u{1F3F4}\u{E0067}\u{E0062}\u{E0065}\u{E006E}\u{E0067}\u{E007F}";
         assert_eq!(normalize(england).tag_text, "");

@@ -82,7 +82,11 @@ fn split_groups(bytes: &[u8], start: usize, end: usize) -> Vec<Group> {
         while i < end && (bytes[i].is_ascii_digit() || bytes[i] == b'X' || bytes[i] == b'x') {
             i += 1;
         }
-        groups.push(Group { start: s, end: i, sep });
+        groups.push(Group {
+            start: s,
+            end: i,
+            sep,
+        });
         sep = None;
     }
     groups

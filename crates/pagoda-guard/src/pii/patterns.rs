@@ -41,8 +41,6 @@ pub fn build() -> Regex {
     let ipv6 = r"[0-9A-Fa-f]{0,4}:[0-9A-Fa-f:]{2,38}";
     let ipv4 = r"[0-9]{1,3}(?:\.[0-9]{1,3}){3}";
     let digits = r"\+?[0-9](?:[ \-]?[0-9]){6,30}[Xx]?";
-    let pattern = format!(
-        "({email})|({secret})|({pem})|({iban})|({ipv6})|({ipv4})|({digits})"
-    );
+    let pattern = format!("({email})|({secret})|({pem})|({iban})|({ipv6})|({ipv4})|({digits})");
     Regex::new(&pattern).expect("the PII pattern is valid")
 }

@@ -96,7 +96,13 @@ impl PiiScanner {
             .find(|&g| locs.get(g).is_some())
             .unwrap_or(patterns::DIGITS);
         let bytes = text.as_bytes();
-        let mut push = |kind, s, e| found.push(Finding { kind, start: s, end: e });
+        let mut push = |kind, s, e| {
+            found.push(Finding {
+                kind,
+                start: s,
+                end: e,
+            })
+        };
         match group {
             patterns::EMAIL => {
                 if word_boundaries(bytes, start, end) && validate::email(&text[start..end]) {
@@ -169,7 +175,10 @@ fn ipv6_at(text: &str, s: usize, end: usize) -> Option<usize> {
 }
 
 fn next_char(text: &str, at: usize) -> usize {
-    text[at..].chars().next().map_or(text.len(), |c| at + c.len_utf8())
+    text[at..]
+        .chars()
+        .next()
+        .map_or(text.len(), |c| at + c.len_utf8())
 }
 
 fn word_char(b: u8) -> bool {
@@ -192,7 +201,10 @@ fn secret_span(text: &str, start: usize, end: usize) -> Option<(usize, usize)> {
     let matched = &text[start..end];
     let value_start = if matched.starts_with(['B', 'b']) && matched[1..].starts_with("earer") {
         start + 6 + matched[6..].len() - matched[6..].trim_start().len()
-    } else if let Some(i) = matched.find([':', '=']).filter(|_| !matched.starts_with("eyJ")) {
+    } else if let Some(i) = matched
+        .find([':', '='])
+        .filter(|_| !matched.starts_with("eyJ"))
+    {
         let rest = &matched[i + 1..];
         let skip = rest.len() - rest.trim_start_matches([' ', '\t', '"', '\'']).len();
         start + i + 1 + skip
@@ -272,7 +284,15 @@ fn ipv4_context_ok(bytes: &[u8], start: usize, end: usize) -> bool {
     let before = String::from_utf8_lossy(&bytes[from..start]).to_lowercase();
     let before = before.trim_end_matches([' ', ':', '=', '\t']);
     const VERSION_WORDS: [&str; 9] = [
-        "version", "ver", "ver.", "v", "release", "build", "firmware", "版本", "版本号",
+        "version",
+        "ver",
+        "ver.",
+        "v",
+        "release",
+        "build",
+        "firmware",
+        "版本",
+        "版本号",
     ];
     !VERSION_WORDS.iter().any(|w| {
         before.ends_with(w) && {
@@ -296,7 +316,8 @@ mod tests {
 
     #[test]
     fn finds_each_kind_in_prose() {
-        let text = "Mail jane.doe@example.com or call +86 138 0013 8000; card 4111 1111 1111 1111, \
+        let text =
+            "Mail jane.doe@example.com or call +86 138 0013 8000; card 4111 1111 1111 1111, \
                     SSN 123-45-6789, IBAN GB82 WEST 1234 5698 7654 32, host 10.0.0.12, \
                     ID 11010519491231002X, key AKIAIOSFODNN7EXAMPLE.";
         let got: Vec<EntityKind> = kinds(text).into_iter().map(|(k, _)| k).collect();

@@ -17,8 +17,15 @@ pub fn hold_start(text: &str) -> usize {
         let q = run_start(bytes, p - 1);
         let token = &bytes[q..p - 1];
         let continues = !token.is_empty()
-            && (token.strip_prefix(b"+").unwrap_or(token).iter().all(u8::is_ascii_digit)
-                || token.len() <= 4 && token.iter().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
+            && (token
+                .strip_prefix(b"+")
+                .unwrap_or(token)
+                .iter()
+                .all(u8::is_ascii_digit)
+                || token.len() <= 4
+                    && token
+                        .iter()
+                        .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
                 || token.ends_with(b"earer")
                 || token.ends_with(b":")
                 || token.ends_with(b"="));
@@ -68,6 +75,8 @@ pub fn partial_suffix(text: &str, needle: &str) -> usize {
     let max = needle.len().saturating_sub(1).min(text.len());
     (1..=max)
         .rev()
-        .find(|&k| text.is_char_boundary(text.len() - k) && needle.starts_with(&text[text.len() - k..]))
+        .find(|&k| {
+            text.is_char_boundary(text.len() - k) && needle.starts_with(&text[text.len() - k..])
+        })
         .unwrap_or(0)
 }

@@ -57,7 +57,10 @@ impl OutputGuard {
 
     pub fn push(&mut self, delta: &str) -> Emitted {
         if self.stopped {
-            return Emitted { text: String::new(), stop: true };
+            return Emitted {
+                text: String::new(),
+                stop: true,
+            };
         }
         let mut text = match &mut self.canary {
             Some(c) => c.push(delta),
@@ -78,7 +81,10 @@ impl OutputGuard {
     /// Releases everything held back.
     pub fn finish(&mut self) -> Emitted {
         if self.stopped {
-            return Emitted { text: String::new(), stop: true };
+            return Emitted {
+                text: String::new(),
+                stop: true,
+            };
         }
         let mut text = match &mut self.canary {
             Some(c) => c.finish(),
@@ -113,7 +119,10 @@ impl OutputGuard {
     fn stop_now(&mut self) -> Emitted {
         // What was held back may contain the start of the leak; drop it.
         self.stopped = true;
-        Emitted { text: String::new(), stop: true }
+        Emitted {
+            text: String::new(),
+            stop: true,
+        }
     }
 
     pub fn report(&self) -> OutputReport {

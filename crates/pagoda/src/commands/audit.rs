@@ -14,6 +14,10 @@ pub struct VerifyArgs {
 pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
     let verified = pagoda_guard::verify(&args.file)
         .with_context(|| format!("{} failed verification", args.file.display()))?;
-    println!("{}: {} records, chain intact", args.file.display(), verified.records);
+    println!(
+        "{}: {} records, chain intact",
+        args.file.display(),
+        verified.records
+    );
     Ok(())
 }
