@@ -54,6 +54,21 @@ pub struct ServeArgs {
     /// How long SIGTERM waits for in-flight requests, e.g. 30s, 2m [default: 30s].
     #[arg(long, env = "PAGODA_DRAIN_TIMEOUT", value_parser = parse_duration)]
     pub drain_timeout: Option<Duration>,
+    /// Gateway database (API keys; cost events with the default sink). Setting it puts
+    /// every request behind API keys; without it the server is open, as before.
+    #[arg(long, env = "PAGODA_GATEWAY_DB")]
+    pub gateway_db: Option<PathBuf>,
+    /// Gateway policy file (tenants, limits, budgets, prices), reloaded when it changes.
+    #[arg(long, env = "PAGODA_GATEWAY_CONFIG")]
+    pub gateway_config: Option<PathBuf>,
+    /// Where cost events go: sqlite (the gateway database), sqlite=PATH, jsonl=PATH or
+    /// clickhouse=http://HOST:8123 [default: sqlite].
+    #[arg(long, env = "PAGODA_METERING_SINK")]
+    pub metering_sink: Option<String>,
+    /// Keep rate and budget counters in Redis (e.g. redis://127.0.0.1:6379) so replicas
+    /// share them [default: in process].
+    #[arg(long, env = "PAGODA_REDIS_URL")]
+    pub redis_url: Option<String>,
     /// TOML file with any of these settings, keyed by flag name (max-model-len or
     /// max_model_len); flags and environment variables override it.
     #[arg(long, env = "PAGODA_CONFIG")]

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use pagoda_engine::EngineError;
+use pagoda_gateway::GatewayError;
 use pagoda_runtime::RuntimeError;
 use serde_json::json;
 
@@ -33,6 +34,10 @@ pub enum ApiError {
     /// A bug or an engine failure: 500. The detail is logged, never sent.
     #[error("internal error: {0}")]
     Internal(String),
+    /// Refused by the gateway: 401 (key), 403 (model, admin), 429 (limits, quota), or a
+    /// gateway failure (500).
+    #[error(transparent)]
+    Gateway(#[from] GatewayError),
 }
 
 impl ApiError {
@@ -50,6 +55,19 @@ impl ApiError {
             ApiError::QueueFull { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Gateway(e) => match e {
+                GatewayError::MissingKey | GatewayError::InvalidKey => StatusCode::UNAUTHORIZED,
+                GatewayError::ModelForbidden { .. } | GatewayError::Forbidden(_) => {
+                    StatusCode::FORBIDDEN
+                }
+                GatewayError::RateLimited { .. } | GatewayError::QuotaExhausted { .. } => {
+                    StatusCode::TOO_MANY_REQUESTS
+                }
+                GatewayError::PromptTooLong { .. } | GatewayError::InvalidInput { .. } => {
+                    StatusCode::BAD_REQUEST
+                }
+                _ => StatusCode::INTERNAL_SERVER_ERROR,
+            },
         }
     }
 
@@ -73,9 +91,37 @@ impl ApiError {
             ApiError::QueueFull { .. } => ("rate_limit_error", Some("rate_limit_exceeded"), None),
             ApiError::Unavailable(_) => ("service_unavailable", None, None),
             ApiError::Internal(_) => ("server_error", None, None),
+            ApiError::Gateway(e) => match e {
+                GatewayError::MissingKey | GatewayError::InvalidKey => {
+                    ("invalid_request_error", Some("invalid_api_key"), None)
+                }
+                GatewayError::ModelForbidden { .. } => (
+                    "permission_error",
+                    Some("model_not_allowed"),
+                    Some("model".into()),
+                ),
+                GatewayError::Forbidden(_) => ("permission_error", Some("forbidden"), None),
+                GatewayError::RateLimited { .. } => {
+                    ("rate_limit_error", Some("rate_limit_exceeded"), None)
+                }
+                // As OpenAI answers an exhausted quota.
+                GatewayError::QuotaExhausted { .. } => {
+                    ("insufficient_quota", Some("insufficient_quota"), None)
+                }
+                GatewayError::PromptTooLong { .. } => (
+                    "invalid_request_error",
+                    Some("prompt_too_long"),
+                    Some("messages".into()),
+                ),
+                GatewayError::InvalidInput { .. } => ("invalid_request_error", None, None),
+                _ => ("server_error", None, None),
+            },
         };
         let message = match self {
             ApiError::Internal(_) => "the server failed to handle the request".to_string(),
+            e @ ApiError::Gateway(_) if e.status() == StatusCode::INTERNAL_SERVER_ERROR => {
+                "the server failed to handle the request".to_string()
+            }
             other => other.to_string(),
         };
         json!({"error": {"message": message, "type": kind, "param": param, "code": code}})
@@ -87,11 +133,22 @@ impl IntoResponse for ApiError {
         if let ApiError::Internal(detail) = &self {
             tracing::error!(%detail, "request failed");
         }
+        if let ApiError::Gateway(e) = &self {
+            if self.status() == StatusCode::INTERNAL_SERVER_ERROR {
+                tracing::error!(error = %e, "gateway failed");
+            }
+        }
         let mut response = (self.status(), axum::Json(self.body())).into_response();
-        if matches!(self, ApiError::QueueFull { .. }) {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        let retry_after = match &self {
+            ApiError::QueueFull { .. } => Some(1),
+            // Whole seconds, rounded up so a client that waits exactly this long gets in.
+            ApiError::Gateway(e) => e.retry_after().map(|d| d.as_millis().div_ceil(1000).max(1)),
+            _ => None,
+        };
+        if let Some(seconds) = retry_after {
+            if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
+                response.headers_mut().insert(header::RETRY_AFTER, value);
+            }
         }
         response
     }
@@ -134,6 +191,8 @@ pub enum ServerError {
         addr: String,
         source: std::io::Error,
     },
+    #[error("cannot start the gateway: {0}")]
+    Gateway(#[from] GatewayError),
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }

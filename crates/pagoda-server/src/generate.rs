@@ -3,12 +3,14 @@
 //! request; the choices it never finished are counted as aborted.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures_util::stream::{self, select_all, SelectAll, Stream, StreamExt};
 use pagoda_runtime::{GenerateRequest, RequestOutput, RequestStream, TokenLogprob};
 
 use crate::error::ApiError;
+use crate::gateway;
 use crate::state::{AppState, Loaded};
 use crate::wire::response::UsageInfo;
 
@@ -19,11 +21,14 @@ pub struct Tracked {
     state: AppState,
     last_output: Vec<Option<Instant>>,
     num_finished: usize,
+    /// The gateway's meter of the request, when there is a gateway.
+    pub(crate) ticket: Option<Arc<pagoda_gateway::Ticket>>,
 }
 
 impl Tracked {
     async fn next(&mut self) -> Option<RequestOutput> {
         let out = self.stream.next().await?;
+        gateway::observe(self.ticket.as_deref(), self.prompt_index, &out).await;
         let now = Instant::now();
         let metrics = self.state.metrics();
         if let Some(last) = self.last_output.get_mut(out.index) {
@@ -71,6 +76,7 @@ pub fn submit(
             state: state.clone(),
             last_output: vec![None; n],
             num_finished: 0,
+            ticket: None,
         });
     }
     Ok(tracked)

@@ -13,6 +13,7 @@
 
 mod args;
 mod error;
+mod gateway;
 mod generate;
 mod ids;
 mod logprobs;
@@ -28,6 +29,7 @@ mod wire;
 
 pub use args::{parse_byte_size, parse_duration, ServeArgs};
 pub use error::{ApiError, ServerError};
+pub use gateway::Caller;
 pub use metrics::Metrics;
 pub use server::{router, run_serve, serve, shutdown_signal};
 pub use settings::Settings;

@@ -4,6 +4,7 @@ use std::future::{Future, IntoFuture};
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post};
 use axum::Router;
 use tokio::net::TcpListener;
@@ -11,6 +12,7 @@ use tokio::sync::Notify;
 
 use crate::args::ServeArgs;
 use crate::error::ServerError;
+use crate::gateway;
 use crate::routes::{chat, completions, models, ops, tokenize};
 use crate::settings::Settings;
 use crate::state::{load_chat_template, AppState, Loaded};
@@ -26,7 +28,9 @@ pub fn router(state: AppState) -> Router {
         .route("/health", get(ops::health))
         .route("/metrics", get(ops::metrics))
         .route("/version", get(ops::version))
+        .route("/v1/usage", get(gateway::usage))
         .fallback(ops::not_found)
+        .layer(from_fn_with_state(state.clone(), gateway::authenticate))
         .with_state(state)
 }
 
@@ -118,6 +122,7 @@ async fn run(settings: Settings) -> Result<(), ServerError> {
         })?;
     tracing::info!(address = %listener.local_addr()?, model = %settings.model, "listening; loading the model");
     let state = AppState::new(settings.served_model_names.clone());
+    gateway::start(&state, settings.gateway.clone()).await?;
     let mut server = tokio::spawn(serve(
         listener,
         state.clone(),
@@ -158,6 +163,7 @@ async fn run(settings: Settings) -> Result<(), ServerError> {
             );
         }
     }
+    gateway::stop(&state).await;
     tracing::info!("stopped");
     Ok(result?)
 }

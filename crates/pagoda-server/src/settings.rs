@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use pagoda_gateway::{GatewayConfig, SinkSpec};
 use pagoda_models::{LoadFormat, WeightDtype};
 use pagoda_runtime::EngineConfig;
 use serde::Deserialize;
@@ -22,6 +23,8 @@ pub struct Settings {
     pub chat_template: Option<String>,
     pub engine: EngineConfig,
     pub drain_timeout: Duration,
+    /// `None`: no gateway, the server is open.
+    pub gateway: Option<GatewayConfig>,
 }
 
 /// The TOML file: the same keys as the flags.
@@ -43,6 +46,10 @@ struct FileSettings {
     max_pending_requests: Option<usize>,
     disable_prefix_caching: Option<bool>,
     drain_timeout: Option<Size>,
+    gateway_db: Option<PathBuf>,
+    gateway_config: Option<PathBuf>,
+    metering_sink: Option<String>,
+    redis_url: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -135,6 +142,12 @@ impl Settings {
             Some(d) => d?,
             None => Duration::from_secs(30),
         };
+        let gateway = gateway_config(
+            args.gateway_db.or(file.gateway_db),
+            args.gateway_config.or(file.gateway_config),
+            args.metering_sink.or(file.metering_sink),
+            args.redis_url.or(file.redis_url),
+        )?;
         Ok(Settings {
             model,
             host: args
@@ -146,6 +159,7 @@ impl Settings {
             chat_template: args.chat_template.or(file.chat_template),
             engine,
             drain_timeout,
+            gateway,
         })
     }
 
@@ -156,6 +170,32 @@ impl Settings {
             .map_err(|_| setting("host", format!("`{}` is not an IP address", self.host)))?;
         Ok(SocketAddr::new(ip, self.port))
     }
+}
+
+/// The gateway is on when a database is given; its other settings need one.
+fn gateway_config(
+    db: Option<PathBuf>,
+    policy: Option<PathBuf>,
+    sink: Option<String>,
+    redis_url: Option<String>,
+) -> Result<Option<GatewayConfig>, ServerError> {
+    let Some(db) = db else {
+        if policy.is_some() || sink.is_some() || redis_url.is_some() {
+            return Err(setting(
+                "gateway-db",
+                "the gateway settings need --gateway-db (where API keys live)".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    let mut config = GatewayConfig::new(db);
+    config.policy = policy;
+    config.redis_url = redis_url;
+    if let Some(sink) = sink {
+        config.sink =
+            SinkSpec::parse(&sink).map_err(|e| setting("metering-sink", e.to_string()))?;
+    }
+    Ok(Some(config))
 }
 
 fn setting(field: &'static str, reason: String) -> ServerError {

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use pagoda_gateway::Gateway;
 use pagoda_runtime::EngineHandle;
 use pagoda_text::chat_template::ChatTemplate;
 
@@ -29,6 +30,8 @@ struct Inner {
     metrics: Metrics,
     draining: AtomicBool,
     created: u64,
+    /// Tenants, keys, limits and metering; unset means an open single-tenant server.
+    gateway: OnceLock<Arc<Gateway>>,
 }
 
 impl AppState {
@@ -44,6 +47,7 @@ impl AppState {
                 metrics: Metrics::new(),
                 draining: AtomicBool::new(false),
                 created,
+                gateway: OnceLock::new(),
             }),
         }
     }
@@ -65,6 +69,15 @@ impl AppState {
     /// Marks the model loaded; later calls are ignored.
     pub fn set_loaded(&self, loaded: Loaded) {
         let _ = self.inner.loaded.set(loaded);
+    }
+
+    /// Puts every request behind the gateway; later calls are ignored.
+    pub fn set_gateway(&self, gateway: Arc<Gateway>) {
+        let _ = self.inner.gateway.set(gateway);
+    }
+
+    pub fn gateway(&self) -> Option<&Arc<Gateway>> {
+        self.inner.gateway.get()
     }
 
     pub fn loaded(&self) -> Option<&Loaded> {

@@ -25,6 +25,11 @@ enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// API keys of the gateway: create, list, revoke.
+    #[command(subcommand)]
+    Keys(commands::keys::KeysCommand),
+    /// Tokens and cost per tenant, model and hour, from the gateway's metering store.
+    Usage(commands::usage::UsageArgs),
     /// Size a deployment (replicas, cost per million tokens) from measured throughput.
     Plan(pagoda_bench::cli::PlanArgs),
     /// Guardrail audit logs.
@@ -85,6 +90,8 @@ fn main() {
         Command::Bench(BenchCommand::Compare(args)) => {
             pagoda_bench::run_compare(args).map_err(Into::into)
         }
+        Command::Keys(command) => commands::keys::run(command),
+        Command::Usage(args) => commands::usage::run(args),
         Command::Plan(args) => pagoda_bench::run_plan(args).map_err(Into::into),
         Command::Audit(AuditCommand::Verify(args)) => commands::audit::verify(args),
         Command::Redteam(args) => commands::redteam::run(args),

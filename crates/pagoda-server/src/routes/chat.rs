@@ -6,12 +6,13 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use futures_util::stream::{self, StreamExt};
 use pagoda_runtime::{GenerateRequest, RequestOutput};
 use pagoda_text::Tokenizer;
 
 use crate::error::ApiError;
+use crate::gateway::{self, Caller};
 use crate::generate::{self, Merged};
 use crate::ids::{new_id, unix_now};
 use crate::logprobs;
@@ -27,6 +28,7 @@ use crate::wire::response::{
 
 pub async fn handle(
     State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let json = parse_json(&read_body(body)?)?;
@@ -70,14 +72,22 @@ pub async fn handle(
         prompt_token_ids.len(),
     )?;
     let n = sampling.n;
-    let request = GenerateRequest {
+    let mut request = GenerateRequest {
         prompt_token_ids,
         sampling,
         priority: common.priority.unwrap_or(0),
         cache_salt: common.cache_salt.clone(),
         skip_special_tokens: common.skip_special_tokens.unwrap_or(true),
     };
+    let ticket = gateway::admit(
+        &state,
+        caller.as_ref(),
+        common.model.as_deref(),
+        std::slice::from_mut(&mut request),
+    )
+    .await?;
     let streams = generate::submit(&state, loaded, vec![request])?;
+    let streams = gateway::attach(streams, ticket);
     let meta = ResponseMeta {
         id: new_id("chatcmpl"),
         created: unix_now(),

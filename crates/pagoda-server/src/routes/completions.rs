@@ -6,12 +6,13 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use futures_util::stream::{self, StreamExt};
 use pagoda_runtime::{GenerateRequest, RequestOutput};
 use pagoda_text::Tokenizer;
 
 use crate::error::ApiError;
+use crate::gateway::{self, Caller};
 use crate::generate::{self, Merged};
 use crate::ids::{new_id, unix_now};
 use crate::logprobs;
@@ -29,6 +30,7 @@ const DEFAULT_MAX_TOKENS: usize = 16;
 
 pub async fn handle(
     State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let json = parse_json(&read_body(body)?)?;
@@ -105,7 +107,15 @@ pub async fn handle(
             }
         })
         .collect();
+    let ticket = gateway::admit(
+        &state,
+        caller.as_ref(),
+        common.model.as_deref(),
+        &mut requests,
+    )
+    .await?;
     let streams = generate::submit(&state, loaded, requests)?;
+    let streams = gateway::attach(streams, ticket);
     let meta = ResponseMeta {
         id: new_id("cmpl"),
         created: unix_now(),

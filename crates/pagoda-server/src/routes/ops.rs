@@ -32,7 +32,8 @@ pub async fn health(State(state): State<AppState>) -> Response {
 
 pub async fn metrics(State(state): State<AppState>) -> Response {
     let stats = state.loaded().map(|l| l.engine.stats());
-    let text = state.metrics().render(state.model_name(), stats.as_ref());
+    let mut text = state.metrics().render(state.model_name(), stats.as_ref());
+    crate::gateway::render_metrics(&state, &mut text);
     (
         [(
             header::CONTENT_TYPE,

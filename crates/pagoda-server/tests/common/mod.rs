@@ -1,6 +1,8 @@
 //! A server on an ephemeral port, started in-process around a tiny fixture model.
 #![allow(dead_code)]
 
+pub mod gateway;
+
 use std::path::PathBuf;
 use std::time::Duration;
 

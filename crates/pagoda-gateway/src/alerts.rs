@@ -1,0 +1,84 @@
+//! Budget alerts: logged, and POSTed to the tenant's webhook if it has one, once per
+//! threshold and period on each replica.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use rust_decimal::Decimal;
+use serde_json::json;
+
+use crate::clock::Period;
+use crate::ids::TenantId;
+use crate::limits::{Reservation, Spend};
+use crate::policy::TenantPolicy;
+
+#[derive(Default)]
+pub struct Alerter {
+    /// The highest threshold already announced per tenant and period.
+    fired: Mutex<HashMap<(TenantId, Period, i64), Decimal>>,
+    http: reqwest::Client,
+}
+
+impl Alerter {
+    pub fn check(&self, policy: &TenantPolicy, r: &Reservation, spend: Spend, currency: &str) {
+        let Some(budget) = &policy.budget else {
+            return;
+        };
+        for (period, key, limit, spent) in [
+            (Period::Day, r.day, budget.daily, spend.day),
+            (Period::Month, r.month, budget.monthly, spend.month),
+        ] {
+            let Some(limit) = limit.filter(|l| *l > Decimal::ZERO) else {
+                continue;
+            };
+            let fraction = spent / limit;
+            let Some(threshold) = budget
+                .alerts
+                .iter()
+                .copied()
+                .filter(|t| fraction >= *t)
+                .max()
+            else {
+                continue;
+            };
+            {
+                let mut fired = self.fired.lock().unwrap_or_else(|e| e.into_inner());
+                let last = fired
+                    .entry((r.tenant.clone(), period, key))
+                    .or_insert(Decimal::MIN);
+                if threshold <= *last {
+                    continue;
+                }
+                *last = threshold;
+            }
+            tracing::warn!(
+                tenant = %r.tenant,
+                period = period.name(),
+                %threshold,
+                %spent,
+                %limit,
+                currency,
+                "budget alert"
+            );
+            if let (Some(url), Ok(handle)) =
+                (&budget.webhook, tokio::runtime::Handle::try_current())
+            {
+                let body = json!({
+                    "tenant": r.tenant.as_str(),
+                    "period": period.name(),
+                    "threshold": threshold.to_string(),
+                    "spent": spent.to_string(),
+                    "budget": limit.to_string(),
+                    "currency": currency,
+                    "hard": budget.hard,
+                });
+                let request = self.http.post(url).json(&body);
+                handle.spawn(async move {
+                    if let Err(e) = request.send().await {
+                        tracing::warn!(error = %e, "budget alert webhook failed");
+                    }
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,316 @@
+//! The gateway as the server sees it: authenticate a bearer key, admit a request against
+//! its tenant's policy and counters, meter it, answer usage queries.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rust_decimal::Decimal;
+
+use crate::alerts::Alerter;
+use crate::clock::{now_ms, Period};
+use crate::error::GatewayError;
+use crate::ids::{KeyId, TenantId};
+use crate::keys::KeyStore;
+use crate::limits::{Limiter, LocalLimiter, RedisLimiter, Reservation};
+use crate::policy::{Policy, PolicyStore};
+use crate::sink::{JsonlSink, Sink, SinkSpec, SqliteSink};
+use crate::stats::TenantStats;
+use crate::ticket::Ticket;
+use crate::usage::{UsageQuery, UsageRow};
+
+/// Who is calling: set on each authenticated request (the server puts it in the request's
+/// extensions) so handlers and later layers can read the tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub tenant: TenantId,
+    pub key_id: KeyId,
+}
+
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// Keys, and events with the default sink.
+    pub db: PathBuf,
+    /// Tenant policies and prices; without it every tenant is unlimited and nothing costs.
+    pub policy: Option<PathBuf>,
+    pub sink: SinkSpec,
+    /// Shared counters for several replicas; in process without it.
+    pub redis_url: Option<String>,
+    /// How often the policy file is checked for changes.
+    pub reload_every: Duration,
+}
+
+impl GatewayConfig {
+    pub fn new(db: PathBuf) -> GatewayConfig {
+        GatewayConfig {
+            db,
+            policy: None,
+            sink: SinkSpec::Sqlite(None),
+            redis_url: None,
+            reload_every: Duration::from_secs(2),
+        }
+    }
+}
+
+/// One prompt of a request as admission sees it; `max_tokens` may be lowered to the cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlannedPrompt {
+    pub prompt_tokens: usize,
+    pub max_tokens: usize,
+    /// Choices (`n`); they share the prompt.
+    pub n: usize,
+}
+
+/// What an admitted request runs with.
+pub struct Admitted {
+    /// Engine priority of the tenant's class (lower runs first).
+    pub priority: i32,
+    base_salt: String,
+    pub ticket: Arc<Ticket>,
+}
+
+impl Admitted {
+    /// The tenant's (or its sharing group's) salt, combined with the client's own if it sent
+    /// one: the client can narrow sharing within its tenant but never reach another's
+    /// entries. The name's length comes first so no two names can produce the same prefix.
+    pub fn cache_salt(&self, client: Option<&str>) -> String {
+        match client {
+            Some(c) => format!("{}#{c}", self.base_salt),
+            None => self.base_salt.clone(),
+        }
+    }
+
+    /// The engine priority for a request that asked for `client` (if anything): a client may
+    /// lower its priority below its class, not raise it.
+    pub fn priority(&self, client: Option<i32>) -> i32 {
+        client.map_or(self.priority, |c| c.max(self.priority))
+    }
+}
+
+pub struct Gateway {
+    keys: KeyStore,
+    policy: Arc<PolicyStore>,
+    pub(crate) limiter: Limiter,
+    pub(crate) sink: Sink,
+    pub(crate) alerts: Alerter,
+    pub(crate) stats: TenantStats,
+}
+
+impl Gateway {
+    pub async fn open(config: GatewayConfig) -> Result<Arc<Gateway>, GatewayError> {
+        let keys = KeyStore::open(&config.db)?;
+        let policy = match &config.policy {
+            Some(path) => PolicyStore::load(path)?,
+            None => PolicyStore::fixed(Policy::default()),
+        };
+        let sink = open_sink(&config.sink, &config.db)?;
+        let limiter = match &config.redis_url {
+            Some(url) => Limiter::Redis(RedisLimiter::connect(url).await?),
+            None => Limiter::Local(LocalLimiter::new()),
+        };
+        let gateway = Gateway::from_parts(keys, policy, limiter, sink);
+        gateway.seed_spend().await?;
+        gateway.policy.watch(config.reload_every);
+        Ok(gateway)
+    }
+
+    pub fn from_parts(
+        keys: KeyStore,
+        policy: PolicyStore,
+        limiter: Limiter,
+        sink: Sink,
+    ) -> Arc<Gateway> {
+        Arc::new(Gateway {
+            keys,
+            policy: Arc::new(policy),
+            limiter,
+            sink,
+            alerts: Alerter::default(),
+            stats: TenantStats::default(),
+        })
+    }
+
+    /// In-process counters start from the spend already metered this day and month.
+    async fn seed_spend(&self) -> Result<(), GatewayError> {
+        let Limiter::Local(local) = &self.limiter else {
+            return Ok(());
+        };
+        let now = now_ms();
+        let spend = |from| {
+            let query = UsageQuery {
+                from_ms: Some(from),
+                ..UsageQuery::default()
+            };
+            async move { self.sink.usage(&query).await }
+        };
+        let month = spend(Period::Month.start_ms(now)).await?;
+        let day = spend(Period::Day.start_ms(now)).await?;
+        for row in &month {
+            let today = day
+                .iter()
+                .find(|d| d.tenant == row.tenant)
+                .map_or(Decimal::ZERO, |d| d.cost);
+            local.seed(
+                &TenantId::new(row.tenant.clone()),
+                Period::Day.key(now),
+                today,
+                Period::Month.key(now),
+                row.cost,
+            );
+        }
+        Ok(())
+    }
+
+    pub fn keys(&self) -> &KeyStore {
+        &self.keys
+    }
+
+    pub fn policy(&self) -> Arc<Policy> {
+        self.policy.current()
+    }
+
+    /// Re-reads the policy file now if it changed.
+    pub fn reload_policy(&self) -> Result<bool, GatewayError> {
+        self.policy.reload_if_changed()
+    }
+
+    /// Checks an `Authorization` header value.
+    pub fn authenticate(&self, authorization: Option<&str>) -> Result<Caller, GatewayError> {
+        let value = authorization.ok_or(GatewayError::MissingKey)?;
+        let key = value
+            .strip_prefix("Bearer ")
+            .or_else(|| value.strip_prefix("bearer "))
+            .ok_or(GatewayError::InvalidKey)?
+            .trim();
+        let record = self.keys.authenticate(key)?;
+        Ok(Caller {
+            tenant: record.tenant,
+            key_id: record.key_id,
+        })
+    }
+
+    /// Usage of other tenants is for admin keys only.
+    pub fn authorize_usage(&self, caller: &Caller) -> Result<(), GatewayError> {
+        if self.policy().tenant(&caller.tenant).admin {
+            Ok(())
+        } else {
+            Err(GatewayError::Forbidden(
+                "usage queries need a key of an admin tenant".into(),
+            ))
+        }
+    }
+
+    /// Applies the tenant's caps to `prompts` (lowering max_tokens, refusing long prompts),
+    /// checks the model, then reserves the request's worst case against its rates, its
+    /// concurrency and its budget.
+    pub async fn admit(
+        self: &Arc<Self>,
+        caller: &Caller,
+        model: &str,
+        prompts: &mut [PlannedPrompt],
+    ) -> Result<Admitted, GatewayError> {
+        let result = self.try_admit(caller, model, prompts).await;
+        if let Err(e) = &result {
+            let reason = match e {
+                GatewayError::RateLimited { .. } => "rate_limit",
+                GatewayError::QuotaExhausted { .. } => "quota",
+                GatewayError::ModelForbidden { .. } => "forbidden",
+                _ => "invalid",
+            };
+            self.stats.refused(caller.tenant.as_str(), reason);
+        }
+        result
+    }
+
+    async fn try_admit(
+        self: &Arc<Self>,
+        caller: &Caller,
+        model: &str,
+        prompts: &mut [PlannedPrompt],
+    ) -> Result<Admitted, GatewayError> {
+        let policy = self.policy();
+        let tenant = policy.tenant(&caller.tenant).clone();
+        if !tenant.allows_model(model) {
+            return Err(GatewayError::ModelForbidden {
+                tenant: caller.tenant.to_string(),
+                model: model.to_string(),
+            });
+        }
+        let mut prompt_total = 0u64;
+        let mut completion_total = 0u64;
+        for p in prompts.iter_mut() {
+            if let Some(limit) = tenant.max_prompt_tokens {
+                if p.prompt_tokens > limit {
+                    return Err(GatewayError::PromptTooLong {
+                        tokens: p.prompt_tokens,
+                        limit,
+                    });
+                }
+            }
+            if let Some(cap) = tenant.max_tokens {
+                p.max_tokens = p.max_tokens.min(cap);
+            }
+            prompt_total += p.prompt_tokens as u64;
+            completion_total += (p.max_tokens * p.n.max(1)) as u64;
+        }
+        let price = policy.price(model);
+        let now = now_ms();
+        let reservation = Reservation::new(
+            caller.tenant.clone(),
+            prompt_total + completion_total,
+            price.max_cost(prompt_total, completion_total),
+            now,
+        );
+        let spend = self.limiter.reserve(&tenant, &reservation, now).await?;
+        self.alerts
+            .check(&tenant, &reservation, spend, &policy.currency);
+        let base_salt = match &tenant.cache_group {
+            Some(group) => format!("g{}:{group}", group.len()),
+            None => format!("t{}:{}", caller.tenant.as_str().len(), caller.tenant),
+        };
+        let shape: Vec<(usize, usize)> = prompts.iter().map(|p| (p.prompt_tokens, p.n)).collect();
+        let priority = tenant.priority;
+        let ticket = Ticket::new(
+            self.clone(),
+            caller.clone(),
+            model.to_string(),
+            reservation,
+            tenant,
+            price,
+            policy.currency.clone(),
+            &shape,
+        );
+        Ok(Admitted {
+            priority,
+            base_salt,
+            ticket: Arc::new(ticket),
+        })
+    }
+
+    pub async fn usage(&self, query: &UsageQuery) -> Result<Vec<UsageRow>, GatewayError> {
+        self.sink.usage(query).await
+    }
+
+    /// Resolves when every event recorded so far is durable.
+    pub async fn flush(&self) {
+        self.sink.flush().await;
+    }
+
+    /// Appends the per-tenant Prometheus counters.
+    pub fn render_metrics(&self, out: &mut String) {
+        self.stats.render(out);
+    }
+}
+
+pub fn open_sink(spec: &SinkSpec, db: &std::path::Path) -> Result<Sink, GatewayError> {
+    Ok(match spec {
+        SinkSpec::Sqlite(path) => Sink::Sqlite(SqliteSink::open(path.as_deref().unwrap_or(db))?),
+        SinkSpec::Jsonl(path) => Sink::Jsonl(JsonlSink::open(path)?),
+        SinkSpec::ClickHouse(_) => {
+            return Err(GatewayError::invalid(
+                "metering sink",
+                "ClickHouse is not built yet",
+            ))
+        }
+    })
+}

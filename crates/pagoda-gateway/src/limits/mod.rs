@@ -1,0 +1,93 @@
+//! Admission counters: request and token rates, concurrency, and budget spend. Checking and
+//! reserving happen in one atomic step (a mutex in process, a Lua script in Redis), so no
+//! interleaving of concurrent requests can pass a limit that each alone would respect.
+
+mod bucket;
+mod local;
+mod redis;
+
+pub use local::LocalLimiter;
+pub use redis::RedisLimiter;
+
+use rust_decimal::Decimal;
+
+use crate::clock::Period;
+use crate::error::GatewayError;
+use crate::ids::TenantId;
+use crate::policy::TenantPolicy;
+
+/// What one admitted request holds until it settles: its worst case.
+#[derive(Debug, Clone)]
+pub struct Reservation {
+    pub tenant: TenantId,
+    /// Prompt tokens plus every choice's max_tokens.
+    pub tokens: u64,
+    /// The most the request can cost.
+    pub cost: Decimal,
+    /// The budget periods it was admitted in; its cost is charged to these.
+    pub day: i64,
+    pub month: i64,
+}
+
+impl Reservation {
+    pub fn new(tenant: TenantId, tokens: u64, cost: Decimal, now_ms: i64) -> Reservation {
+        Reservation {
+            tenant,
+            tokens,
+            cost,
+            day: Period::Day.key(now_ms),
+            month: Period::Month.key(now_ms),
+        }
+    }
+}
+
+/// A tenant's spend in the current periods (settled costs plus open reservations).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Spend {
+    pub day: Decimal,
+    pub month: Decimal,
+}
+
+pub enum Limiter {
+    Local(LocalLimiter),
+    Redis(RedisLimiter),
+}
+
+impl Limiter {
+    pub async fn reserve(
+        &self,
+        policy: &TenantPolicy,
+        r: &Reservation,
+        now_ms: i64,
+    ) -> Result<Spend, GatewayError> {
+        match self {
+            Limiter::Local(l) => l.reserve(policy, r, now_ms),
+            Limiter::Redis(l) => l.reserve(policy, r).await,
+        }
+    }
+
+    /// Replaces the reservation by what the request used: frees its concurrency slot,
+    /// returns unused tokens to the token rate, and corrects the spend.
+    pub async fn settle(
+        &self,
+        policy: &TenantPolicy,
+        r: &Reservation,
+        tokens: u64,
+        cost: Decimal,
+        now_ms: i64,
+    ) -> Result<Spend, GatewayError> {
+        match self {
+            Limiter::Local(l) => Ok(l.settle(policy, r, tokens, cost, now_ms)),
+            Limiter::Redis(l) => l.settle(policy, r, tokens, cost).await,
+        }
+    }
+}
+
+/// The budget limit of a period, if the tenant has a hard one there.
+pub(crate) fn hard_limit(policy: &TenantPolicy, period: Period) -> Option<Decimal> {
+    let budget = policy.budget.as_ref().filter(|b| b.hard)?;
+    match period {
+        Period::Day => budget.daily,
+        Period::Month => budget.monthly,
+    }
+}

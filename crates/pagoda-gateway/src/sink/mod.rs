@@ -1,0 +1,81 @@
+//! Where cost events go: SQLite (default, durable), ClickHouse (scale), JSONL (debugging).
+
+mod batcher;
+pub mod jsonl;
+pub mod sqlite;
+
+use std::path::PathBuf;
+
+use tokio::sync::oneshot;
+
+pub use batcher::Message;
+pub use jsonl::JsonlSink;
+pub use sqlite::SqliteSink;
+
+use crate::error::GatewayError;
+use crate::event::CostEvent;
+use crate::usage::{UsageQuery, UsageRow};
+
+/// `--metering-sink`: `sqlite` (the gateway database), `sqlite=PATH`, `jsonl=PATH` or
+/// `clickhouse=URL`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SinkSpec {
+    Sqlite(Option<PathBuf>),
+    Jsonl(PathBuf),
+    ClickHouse(String),
+}
+
+impl SinkSpec {
+    pub fn parse(text: &str) -> Result<SinkSpec, GatewayError> {
+        let (kind, arg) = match text.split_once('=') {
+            Some((k, a)) => (k.trim(), Some(a.trim())),
+            None => (text.trim(), None),
+        };
+        match (kind, arg) {
+            ("sqlite", None) => Ok(SinkSpec::Sqlite(None)),
+            ("sqlite", Some(p)) if !p.is_empty() => Ok(SinkSpec::Sqlite(Some(p.into()))),
+            ("jsonl", Some(p)) if !p.is_empty() => Ok(SinkSpec::Jsonl(p.into())),
+            ("clickhouse", Some(u)) if u.starts_with("http://") || u.starts_with("https://") => {
+                Ok(SinkSpec::ClickHouse(u.trim_end_matches('/').to_string()))
+            }
+            _ => Err(GatewayError::invalid(
+                "metering sink",
+                format!("`{text}` is not sqlite, sqlite=PATH, jsonl=PATH or clickhouse=http://HOST:PORT"),
+            )),
+        }
+    }
+}
+
+pub enum Sink {
+    Sqlite(SqliteSink),
+    Jsonl(JsonlSink),
+}
+
+impl Sink {
+    /// Queues an event; `ack` is told once it is durable.
+    pub fn record(&self, event: CostEvent, ack: Option<oneshot::Sender<()>>) {
+        let message = Message::Event(Box::new(event), ack);
+        match self {
+            Sink::Sqlite(s) => s.send(message),
+            Sink::Jsonl(s) => s.send(message),
+        }
+    }
+
+    /// Resolves when every event recorded before is durable.
+    pub async fn flush(&self) {
+        let (tx, rx) = oneshot::channel();
+        match self {
+            Sink::Sqlite(s) => s.send(Message::Flush(tx)),
+            Sink::Jsonl(s) => s.send(Message::Flush(tx)),
+        }
+        let _ = rx.await;
+    }
+
+    pub async fn usage(&self, query: &UsageQuery) -> Result<Vec<UsageRow>, GatewayError> {
+        match self {
+            // Admin queries are rare; reading on the calling task keeps this simple.
+            Sink::Sqlite(s) => s.usage(query),
+            Sink::Jsonl(s) => s.usage(query),
+        }
+    }
+}

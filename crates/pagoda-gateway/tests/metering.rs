@@ -1,0 +1,123 @@
+//! The gateway library on its own: admission shapes requests, and a committed ticket's event
+//! is on disk when `commit` returns.
+
+use std::time::Duration;
+
+use pagoda_gateway::sink::sqlite::read_events;
+use pagoda_gateway::{
+    ChoiceEnd, Gateway, GatewayConfig, GatewayError, PlannedPrompt, Status, TenantId,
+};
+
+async fn gateway(dir: &std::path::Path, policy: &str) -> std::sync::Arc<Gateway> {
+    let path = dir.join("gw.toml");
+    std::fs::write(&path, policy).unwrap();
+    let mut config = GatewayConfig::new(dir.join("gw.db"));
+    config.policy = Some(path);
+    Gateway::open(config).await.unwrap()
+}
+
+fn end(prompt: usize, completion: usize) -> ChoiceEnd<'static> {
+    ChoiceEnd {
+        prompt_tokens: prompt,
+        cached_tokens: 0,
+        completion_tokens: completion,
+        queued: Duration::from_millis(1),
+        first_token: Some(Duration::from_millis(2)),
+        compute: Duration::from_millis(3),
+        finish_reason: "length",
+        failed: false,
+    }
+}
+
+#[tokio::test]
+async fn a_committed_event_is_on_disk_when_commit_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), "[pricing.m]\ninput = \"1\"\noutput = \"2\"\n").await;
+    let (record, key) = gw.keys().create(&TenantId::new("t"), None, None).unwrap();
+    let caller = gw
+        .authenticate(Some(&format!("Bearer {}", key.reveal())))
+        .unwrap();
+    assert_eq!(caller.key_id, record.key_id);
+    for i in 0..50 {
+        let mut plan = [PlannedPrompt {
+            prompt_tokens: 10,
+            max_tokens: 5,
+            n: 1,
+        }];
+        let admitted = gw.admit(&caller, "m", &mut plan).await.unwrap();
+        let ticket = admitted.ticket;
+        ticket.submitted();
+        ticket.on_tokens(0, 0, 5);
+        assert!(ticket.on_finished(0, 0, end(10, 5)));
+        ticket.commit().await;
+        // Read through a connection of our own, right away.
+        let events = read_events(&dir.path().join("gw.db")).unwrap();
+        assert_eq!(
+            events.len(),
+            i + 1,
+            "the event must be durable when commit returns"
+        );
+        let e = events
+            .iter()
+            .find(|e| &e.request_id == ticket.request_id())
+            .unwrap();
+        assert_eq!((e.prompt_tokens, e.completion_tokens), (10, 5));
+        assert_eq!(e.cost.to_string(), "0.00002");
+        assert_eq!(e.status, Status::Completed);
+        assert_eq!((e.queue_ms, e.ttft_ms, e.compute_ms), (1.0, Some(2.0), 3.0));
+    }
+}
+
+#[tokio::test]
+async fn admission_caps_tokens_sets_priority_and_salts_per_tenant() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(
+        dir.path(),
+        "[tenants.a]\npriority = \"batch\"\nmax_tokens = 8\n[tenants.b]\ncache_group = \"shared\"\n[tenants.c]\ncache_group = \"shared\"\nmodels = [\"m\"]\n",
+    )
+    .await;
+    let key = |t: &str| {
+        let (_, k) = gw.keys().create(&TenantId::new(t), None, None).unwrap();
+        gw.authenticate(Some(&format!("Bearer {}", k.reveal())))
+            .unwrap()
+    };
+    let (a, b, c, d) = (key("a"), key("b"), key("c"), key("d"));
+    let mut plan = [PlannedPrompt {
+        prompt_tokens: 3,
+        max_tokens: 100,
+        n: 2,
+    }];
+    let admitted = gw.admit(&a, "m", &mut plan).await.unwrap();
+    assert_eq!(plan[0].max_tokens, 8);
+    assert_eq!(admitted.priority, 10);
+    // A client may lower its priority (a larger number), never raise it.
+    assert_eq!(admitted.priority(Some(0)), 10);
+    assert_eq!(admitted.priority(Some(50)), 50);
+    let salt_a = admitted.cache_salt(None);
+    assert_ne!(admitted.cache_salt(Some("x")), salt_a);
+    let mut plan = [PlannedPrompt {
+        prompt_tokens: 3,
+        max_tokens: 4,
+        n: 1,
+    }];
+    let sb = gw.admit(&b, "m", &mut plan).await.unwrap().cache_salt(None);
+    let sc = gw.admit(&c, "m", &mut plan).await.unwrap().cache_salt(None);
+    let sd = gw.admit(&d, "m", &mut plan).await.unwrap();
+    assert_eq!(sb, sc, "a sharing group shares one salt");
+    assert_ne!(sd.cache_salt(None), salt_a);
+    assert_ne!(sd.cache_salt(None), sb);
+    assert_eq!(sd.priority, 0, "interactive by default");
+    assert!(matches!(
+        gw.admit(&c, "other", &mut plan).await,
+        Err(GatewayError::ModelForbidden { .. })
+    ));
+    // Nothing ran: dropping the tickets records refusals at no cost, and frees the slots.
+    drop(sd);
+    drop(admitted);
+    gw.flush().await;
+    let events = read_events(&dir.path().join("gw.db")).unwrap();
+    assert!(events
+        .iter()
+        .all(|e| e.status == Status::Rejected && e.cost.is_zero()));
+    assert_eq!(events.len(), 4);
+}

@@ -1,0 +1,190 @@
+//! The server's side of the gateway, kept out of the handlers so each of them calls it at
+//! a few fixed points: the `authenticate` middleware (puts a `Caller` in the request's
+//! extensions), `admit` once the prompts are tokenized, `attach` after submission, and
+//! `observe` in `generate::Tracked` for every engine output. With no gateway configured
+//! every one of them is a no-op.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::{Query, Request, State};
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use pagoda_gateway::{clock, ChoiceEnd, Gateway, GatewayConfig, PlannedPrompt, Ticket, UsageQuery};
+use pagoda_runtime::{GenerateRequest, RequestOutput};
+use serde_json::json;
+
+use crate::error::{ApiError, ServerError};
+use crate::generate::Tracked;
+use crate::state::AppState;
+
+/// The authenticated caller of a request: `req.extensions().get::<Caller>()` in a handler or
+/// middleware after `authenticate`, or an `Option<Extension<Caller>>` extractor.
+pub use pagoda_gateway::Caller;
+
+/// Opens the gateway before the server takes requests.
+pub async fn start(state: &AppState, config: Option<GatewayConfig>) -> Result<(), ServerError> {
+    let Some(config) = config else {
+        return Ok(());
+    };
+    let gateway = Gateway::open(config).await?;
+    let keys = gateway.keys().count()?;
+    if keys == 0 {
+        tracing::warn!("the gateway has no API keys yet; create one with `pagoda keys create`");
+    }
+    for name in state.served_model_names() {
+        if !gateway.policy().is_priced(name) {
+            tracing::warn!(model = %name, "no price for this model in the gateway policy; its requests cost 0");
+        }
+    }
+    tracing::info!(keys, "gateway on: requests need an API key");
+    state.set_gateway(gateway);
+    Ok(())
+}
+
+/// Writes the cost events still queued (those of aborted requests) before exit.
+pub async fn stop(state: &AppState) {
+    if let Some(gateway) = state.gateway() {
+        gateway.flush().await;
+    }
+}
+
+/// Routes that stay open with a gateway: probes and scrapes carry no keys.
+fn is_open(path: &str) -> bool {
+    matches!(path, "/health" | "/metrics" | "/version")
+}
+
+/// Middleware: 401 unless the request carries a live key; the caller rides along in the
+/// request's extensions.
+pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    let Some(gateway) = state.gateway() else {
+        return next.run(req).await;
+    };
+    if is_open(req.uri().path()) {
+        return next.run(req).await;
+    }
+    let header = req
+        .headers()
+        .get(AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or(""));
+    match gateway.authenticate(header) {
+        Ok(caller) => {
+            req.extensions_mut().insert(caller);
+            next.run(req).await
+        }
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+/// Applies the tenant's policy to the requests (max_tokens cap, priority, cache salt) and
+/// reserves their worst case. `None` without a gateway.
+pub async fn admit(
+    state: &AppState,
+    caller: Option<&Extension<Caller>>,
+    model: Option<&str>,
+    requests: &mut [GenerateRequest],
+) -> Result<Option<Arc<Ticket>>, ApiError> {
+    let (Some(gateway), Some(Extension(caller))) = (state.gateway(), caller) else {
+        return Ok(None);
+    };
+    let model = model.unwrap_or(state.model_name());
+    let context = state.loaded().map_or(0, |l| l.engine.info().max_model_len);
+    let mut plan: Vec<PlannedPrompt> = requests
+        .iter()
+        .map(|r| PlannedPrompt {
+            prompt_tokens: r.prompt_token_ids.len(),
+            max_tokens: r
+                .sampling
+                .max_tokens
+                .unwrap_or_else(|| context.saturating_sub(r.prompt_token_ids.len())),
+            n: r.sampling.n.max(1),
+        })
+        .collect();
+    let admitted = gateway.admit(caller, model, &mut plan).await?;
+    for (request, planned) in requests.iter_mut().zip(&plan) {
+        request.sampling.max_tokens = Some(planned.max_tokens);
+        request.sampling.min_tokens = request.sampling.min_tokens.min(planned.max_tokens);
+        request.priority = admitted.priority(Some(request.priority));
+        request.cache_salt = Some(admitted.cache_salt(request.cache_salt.as_deref()));
+    }
+    Ok(Some(admitted.ticket))
+}
+
+/// Hands the ticket to the submitted streams, which feed it the engine's outputs.
+pub fn attach(mut streams: Vec<Tracked>, ticket: Option<Arc<Ticket>>) -> Vec<Tracked> {
+    if let Some(ticket) = ticket {
+        ticket.submitted();
+        for tracked in &mut streams {
+            tracked.ticket = Some(ticket.clone());
+        }
+    }
+    streams
+}
+
+/// Meters one engine output. When it finishes the request's last choice, the cost event is
+/// committed before this returns, so the response's last bytes leave after it is durable.
+pub async fn observe(ticket: Option<&Ticket>, prompt_index: usize, out: &RequestOutput) {
+    let Some(ticket) = ticket else { return };
+    ticket.on_tokens(prompt_index, out.index, out.token_ids.len());
+    let Some(done) = &out.finished else { return };
+    let end = ChoiceEnd {
+        prompt_tokens: done.usage.prompt_tokens,
+        cached_tokens: done.usage.cached_tokens,
+        completion_tokens: done.usage.completion_tokens,
+        queued: done.timings.queued,
+        first_token: done.timings.first_token,
+        compute: done.timings.compute,
+        finish_reason: done.finish_reason.as_str(),
+        failed: done.error.is_some(),
+    };
+    if ticket.on_finished(prompt_index, out.index, end) {
+        ticket.commit().await;
+    }
+}
+
+/// Per-tenant counters for `/metrics`.
+pub fn render_metrics(state: &AppState, out: &mut String) {
+    if let Some(gateway) = state.gateway() {
+        gateway.render_metrics(out);
+    }
+}
+
+/// `GET /v1/usage?tenant=&from=&to=&group_by=model,hour`, for admin keys.
+pub async fn usage(
+    State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    let (Some(gateway), Some(Extension(caller))) = (state.gateway(), caller) else {
+        return Err(ApiError::RouteNotFound("/v1/usage".into()));
+    };
+    gateway.authorize_usage(&caller)?;
+    let mut query = UsageQuery {
+        tenant: params.get("tenant").filter(|t| !t.is_empty()).cloned(),
+        ..UsageQuery::default()
+    };
+    let time = |name: &str| -> Result<Option<i64>, ApiError> {
+        match params.get(name).filter(|v| !v.is_empty()) {
+            Some(v) => clock::parse_time(v)
+                .map(Some)
+                .map_err(|e| ApiError::invalid(name, e.to_string())),
+            None => Ok(None),
+        }
+    };
+    query.from_ms = time("from")?;
+    query.to_ms = time("to")?;
+    if let Some(group_by) = params.get("group_by") {
+        query
+            .set_group_by(group_by)
+            .map_err(|e| ApiError::invalid("group_by", e.to_string()))?;
+    }
+    let rows = gateway.usage(&query).await?;
+    Ok(Json(json!({
+        "object": "list",
+        "currency": gateway.policy().currency,
+        "data": rows,
+    }))
+    .into_response())
+}
