@@ -12,7 +12,9 @@ use std::sync::Arc;
 use axum::Extension;
 use pagoda_guard::audit::{AuditEvent, AuditLog, Decision, Stage};
 use pagoda_guard::canary::{new_canary, with_canary};
-use pagoda_guard::{Guard, MessageText, OutputGuard, Policies, Policy, Refusal, Screened, TenantName};
+use pagoda_guard::{
+    Guard, MessageText, OutputGuard, Policies, Policy, Refusal, Screened, TenantName,
+};
 use pagoda_runtime::RequestOutput;
 use pagoda_text::chat_template::{ChatMessage, MessageContent};
 use pagoda_text::Tokenizer;
@@ -42,7 +44,11 @@ pub fn start(state: &AppState, settings: Option<&GuardSettings>) -> Result<(), S
         return Ok(());
     };
     let policies = Policies::load(&settings.policy)?;
-    let audit = settings.audit_log.as_deref().map(AuditLog::open).transpose()?;
+    let audit = settings
+        .audit_log
+        .as_deref()
+        .map(AuditLog::open)
+        .transpose()?;
     tracing::info!(
         policy = %settings.policy.display(),
         audit = ?settings.audit_log,
@@ -149,11 +155,12 @@ pub fn screen_prompts(
             .zip(&guarded.screened.rewritten)
             .map(|(old, new)| new.clone().unwrap_or(old))
             .collect();
-        *prompt = if new.len() == 1 && matches!(prompt, PromptInput::Text(_) | PromptInput::Tokens(_)) {
-            PromptInput::Text(new.into_iter().next().unwrap_or_default())
-        } else {
-            PromptInput::Texts(new)
-        };
+        *prompt =
+            if new.len() == 1 && matches!(prompt, PromptInput::Text(_) | PromptInput::Tokens(_)) {
+                PromptInput::Text(new.into_iter().next().unwrap_or_default())
+            } else {
+                PromptInput::Texts(new)
+            };
     }
     Ok(Some(Arc::new(guarded)))
 }
@@ -295,7 +302,9 @@ impl StreamGuard {
     /// choice finishes); after a leak that ends the response, the choice sends nothing more.
     pub fn filter(guard: &mut Option<StreamGuard>, index: usize, out: &mut RequestOutput) {
         let Some(g) = guard else { return };
-        let Some(filter) = g.outputs.get_mut(index) else { return };
+        let Some(filter) = g.outputs.get_mut(index) else {
+            return;
+        };
         let mut emitted = filter.push(&out.text);
         if out.finished.is_some() && !emitted.stop {
             let rest = filter.finish();
