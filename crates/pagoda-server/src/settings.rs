@@ -299,6 +299,45 @@ mod tests {
     }
 
     #[test]
+    fn guardrails_come_from_the_file_or_flags_and_the_audit_log_needs_them() {
+        let path = write_config(
+            "guard",
+            "model = \"/m\"\nguard_config = \"/g.toml\"\naudit-log = \"/a.jsonl\"\n",
+        );
+        let settings = Settings::resolve(ServeArgs {
+            config: Some(path.clone()),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        std::fs::remove_file(path).ok();
+        let guard = settings.guard.unwrap();
+        assert_eq!(guard.policy, PathBuf::from("/g.toml"));
+        assert_eq!(guard.audit_log, Some(PathBuf::from("/a.jsonl")));
+        let err = Settings::resolve(ServeArgs {
+            model: Some("/m".into()),
+            audit_log: Some("/a.jsonl".into()),
+            ..ServeArgs::default()
+        })
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ServerError::Setting {
+                    field: "audit-log",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let plain = Settings::resolve(ServeArgs {
+            model: Some("/m".into()),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        assert!(plain.guard.is_none());
+    }
+
+    #[test]
     fn a_missing_model_and_unknown_keys_are_reported() {
         assert!(matches!(
             Settings::resolve(ServeArgs::default()),
