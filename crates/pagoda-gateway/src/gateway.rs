@@ -14,7 +14,7 @@ use crate::ids::{KeyId, TenantId};
 use crate::keys::KeyStore;
 use crate::limits::{Limiter, LocalLimiter, RedisLimiter, Reservation};
 use crate::policy::{Policy, PolicyStore};
-use crate::sink::{JsonlSink, Sink, SinkSpec, SqliteSink};
+use crate::sink::{ClickHouseSink, JsonlSink, Sink, SinkSpec, SqliteSink};
 use crate::stats::TenantStats;
 use crate::ticket::Ticket;
 use crate::usage::{UsageQuery, UsageRow};
@@ -109,7 +109,11 @@ impl Gateway {
             None => Limiter::Local(LocalLimiter::new()),
         };
         let gateway = Gateway::from_parts(keys, policy, limiter, sink);
-        gateway.seed_spend().await?;
+        // A metering store that cannot answer (ClickHouse down) must not keep the server
+        // from starting; the counters then start from zero, which the log says.
+        if let Err(e) = gateway.seed_spend().await {
+            tracing::warn!(error = %e, "could not read this period's spend; budgets start from zero");
+        }
         gateway.policy.watch(config.reload_every);
         Ok(gateway)
     }
@@ -306,11 +310,10 @@ pub fn open_sink(spec: &SinkSpec, db: &std::path::Path) -> Result<Sink, GatewayE
     Ok(match spec {
         SinkSpec::Sqlite(path) => Sink::Sqlite(SqliteSink::open(path.as_deref().unwrap_or(db))?),
         SinkSpec::Jsonl(path) => Sink::Jsonl(JsonlSink::open(path)?),
-        SinkSpec::ClickHouse(_) => {
-            return Err(GatewayError::invalid(
-                "metering sink",
-                "ClickHouse is not built yet",
-            ))
-        }
+        // The spool sits beside the gateway database.
+        SinkSpec::ClickHouse(url) => Sink::ClickHouse(ClickHouseSink::open(
+            url,
+            &db.with_extension("clickhouse-spool"),
+        )?),
     })
 }

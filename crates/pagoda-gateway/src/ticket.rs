@@ -163,29 +163,53 @@ impl Ticket {
     }
 
     /// Settles and records the event, resolving once the event is durable. Later calls (and
-    /// the drop) do nothing.
+    /// the drop) do nothing. Nothing is lost if this future is dropped midway: the event is
+    /// queued and the settlement started before the first await.
     pub async fn commit(&self) {
         let Some((event, used)) = self.close() else {
             return;
         };
-        let gw = &self.gateway;
-        match gw
-            .limiter
-            .settle(&self.policy, &self.reservation, used, event.cost, now_ms())
-            .await
-        {
-            Ok(spend) => gw
-                .alerts
-                .check(&self.policy, &self.reservation, spend, &self.currency),
-            Err(e) => {
-                tracing::error!(error = %e, tenant = %self.caller.tenant, "settling a reservation failed")
-            }
-        }
-        gw.stats.observe(&event);
+        let settling = self.settle(used, event.cost);
+        self.gateway.stats.observe(&event);
         let (tx, rx) = oneshot::channel();
-        gw.sink.record(event, Some(tx));
+        self.gateway.sink.record(event, Some(tx));
+        if let Some(task) = settling {
+            // Waited for, so the caller's next request sees its slot and tokens back.
+            let _ = task.await;
+        }
         if rx.await.is_err() {
             tracing::error!(request_id = %self.request_id, "a cost event could not be made durable");
+        }
+    }
+
+    /// Replaces the reservation by what was used. In process this is done at once; with
+    /// Redis it runs as a task of its own, which finishes even if its waiter goes away.
+    fn settle(&self, used: u64, cost: Decimal) -> Option<tokio::task::JoinHandle<()>> {
+        let gw = &self.gateway;
+        match &gw.limiter {
+            Limiter::Local(l) => {
+                let spend = l.settle(&self.policy, &self.reservation, used, cost, now_ms());
+                gw.alerts
+                    .check(&self.policy, &self.reservation, spend, &self.currency);
+                None
+            }
+            Limiter::Redis(_) => {
+                let Ok(handle) = tokio::runtime::Handle::try_current() else {
+                    tracing::error!("no runtime to settle a reservation in Redis");
+                    return None;
+                };
+                let (gw, policy, reservation) =
+                    (gw.clone(), self.policy.clone(), self.reservation.clone());
+                let currency = self.currency.clone();
+                Some(handle.spawn(async move {
+                    match gw.limiter.settle(&policy, &reservation, used, cost, now_ms()).await {
+                        Ok(spend) => gw.alerts.check(&policy, &reservation, spend, &currency),
+                        Err(e) => {
+                            tracing::error!(error = %e, tenant = %reservation.tenant, "settling a reservation failed")
+                        }
+                    }
+                }))
+            }
         }
     }
 
@@ -271,34 +295,8 @@ impl Drop for Ticket {
         let Some((event, used)) = self.close() else {
             return;
         };
-        let gw = self.gateway.clone();
-        match &gw.limiter {
-            Limiter::Local(l) => {
-                let spend = l.settle(&self.policy, &self.reservation, used, event.cost, now_ms());
-                gw.alerts
-                    .check(&self.policy, &self.reservation, spend, &self.currency);
-            }
-            Limiter::Redis(_) => match tokio::runtime::Handle::try_current() {
-                Ok(handle) => {
-                    let (policy, reservation, cost) =
-                        (self.policy.clone(), self.reservation.clone(), event.cost);
-                    let currency = self.currency.clone();
-                    let gw = gw.clone();
-                    handle.spawn(async move {
-                        match gw
-                            .limiter
-                            .settle(&policy, &reservation, used, cost, now_ms())
-                            .await
-                        {
-                            Ok(spend) => gw.alerts.check(&policy, &reservation, spend, &currency),
-                            Err(e) => tracing::error!(error = %e, "settling a reservation failed"),
-                        }
-                    });
-                }
-                Err(_) => tracing::error!("no runtime to settle a reservation in Redis"),
-            },
-        }
-        gw.stats.observe(&event);
-        gw.sink.record(event, None);
+        let _ = self.settle(used, event.cost);
+        self.gateway.stats.observe(&event);
+        self.gateway.sink.record(event, None);
     }
 }

@@ -121,3 +121,43 @@ async fn admission_caps_tokens_sets_priority_and_salts_per_tenant() {
         .all(|e| e.status == Status::Rejected && e.cost.is_zero()));
     assert_eq!(events.len(), 4);
 }
+
+#[tokio::test]
+async fn the_jsonl_sink_writes_one_line_per_event_and_answers_usage() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("events.jsonl");
+    let policy = dir.path().join("gw.toml");
+    std::fs::write(&policy, "[pricing.m]\ninput = \"1\"\noutput = \"3\"\n").unwrap();
+    let mut config = GatewayConfig::new(dir.path().join("gw.db"));
+    config.policy = Some(policy);
+    config.sink = pagoda_gateway::SinkSpec::parse(&format!("jsonl={}", path.display())).unwrap();
+    let gw = Gateway::open(config).await.unwrap();
+    let (_, key) = gw.keys().create(&TenantId::new("t"), None, None).unwrap();
+    let caller = gw
+        .authenticate(Some(&format!("Bearer {}", key.reveal())))
+        .unwrap();
+    for completion in 1..=3 {
+        let mut plan = [PlannedPrompt {
+            prompt_tokens: 4,
+            max_tokens: 8,
+            n: 1,
+        }];
+        let ticket = gw.admit(&caller, "m", &mut plan).await.unwrap().ticket;
+        ticket.submitted();
+        assert!(ticket.on_finished(0, 0, end(4, completion)));
+        ticket.commit().await;
+    }
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text.lines().count(), 3);
+    let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(first["cost"], "0.000007");
+    assert_eq!(first["status"], "completed");
+    let rows = gw
+        .usage(&pagoda_gateway::UsageQuery::default())
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!((rows[0].requests, rows[0].completion_tokens), (3, 6));
+    assert_eq!(rows[0].cost, "0.00003".parse().unwrap());
+    assert!(pagoda_gateway::SinkSpec::parse("kafka=x").is_err());
+}

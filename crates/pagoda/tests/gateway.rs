@@ -277,6 +277,41 @@ fn events_of_completed_responses_survive_kill_9() {
         "{received} responses were read to the end but only {completed} events are on disk"
     );
     assert!(events.iter().all(|e| e.tenant.as_str() == "acme"));
+    // `pagoda usage` reads the same store: one row for the tenant and model, all events in it.
+    let db = dir.path().join("gw.db");
+    let (ok, stdout, stderr) = run(&[
+        "usage",
+        "--gateway-db",
+        db.to_str().unwrap(),
+        "--group-by",
+        "model",
+        "--json",
+    ]);
+    assert!(ok, "{stderr}");
+    let rows: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 1, "{stdout}");
+    assert_eq!(rows[0]["tenant"], "acme");
+    assert_eq!(rows[0]["model"], "tiny-qwen2");
+    assert_eq!(rows[0]["requests"].as_u64().unwrap() as usize, events.len());
+    let cost: rust_decimal::Decimal = rows[0]["cost"].as_str().unwrap().parse().unwrap();
+    assert_eq!(
+        cost,
+        events.iter().map(|e| e.cost).sum::<rust_decimal::Decimal>()
+    );
+    let (ok, table, _) = run(&[
+        "usage",
+        "--gateway-db",
+        db.to_str().unwrap(),
+        "--tenant",
+        "acme",
+    ]);
+    assert!(
+        ok && table.contains("acme") && table.contains("tiny-qwen2"),
+        "{table}"
+    );
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! Where cost events go: SQLite (default, durable), ClickHouse (scale), JSONL (debugging).
 
 mod batcher;
+pub mod clickhouse;
 pub mod jsonl;
+mod spool;
 pub mod sqlite;
 
 use std::path::PathBuf;
@@ -9,6 +11,7 @@ use std::path::PathBuf;
 use tokio::sync::oneshot;
 
 pub use batcher::Message;
+pub use clickhouse::ClickHouseSink;
 pub use jsonl::JsonlSink;
 pub use sqlite::SqliteSink;
 
@@ -49,6 +52,7 @@ impl SinkSpec {
 pub enum Sink {
     Sqlite(SqliteSink),
     Jsonl(JsonlSink),
+    ClickHouse(ClickHouseSink),
 }
 
 impl Sink {
@@ -58,17 +62,27 @@ impl Sink {
         match self {
             Sink::Sqlite(s) => s.send(message),
             Sink::Jsonl(s) => s.send(message),
+            Sink::ClickHouse(s) => s.send(message),
         }
     }
 
-    /// Resolves when every event recorded before is durable.
+    /// Resolves when every event recorded before is durable (for ClickHouse: spooled, and
+    /// delivered unless that takes longer than ten seconds; the spool keeps the rest).
     pub async fn flush(&self) {
         let (tx, rx) = oneshot::channel();
         match self {
             Sink::Sqlite(s) => s.send(Message::Flush(tx)),
             Sink::Jsonl(s) => s.send(Message::Flush(tx)),
+            Sink::ClickHouse(s) => s.send(Message::Flush(tx)),
         }
         let _ = rx.await;
+        if let Sink::ClickHouse(s) = self {
+            if !s.delivered(std::time::Duration::from_secs(10)).await {
+                tracing::warn!(
+                    "ClickHouse has not confirmed every cost event yet; they stay spooled"
+                );
+            }
+        }
     }
 
     pub async fn usage(&self, query: &UsageQuery) -> Result<Vec<UsageRow>, GatewayError> {
@@ -76,6 +90,7 @@ impl Sink {
             // Admin queries are rare; reading on the calling task keeps this simple.
             Sink::Sqlite(s) => s.usage(query),
             Sink::Jsonl(s) => s.usage(query),
+            Sink::ClickHouse(s) => s.usage(query).await,
         }
     }
 }

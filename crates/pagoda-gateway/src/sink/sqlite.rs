@@ -16,18 +16,40 @@ use crate::usage::{Aggregator, EventFigures, UsageQuery, UsageRow};
 pub struct SqliteSink {
     batcher: Batcher,
     reader: Mutex<Connection>,
+    /// Dropping it stops the checkpoint thread.
+    _checkpoints: std::sync::mpsc::Sender<()>,
 }
 
 impl SqliteSink {
     pub fn open(path: &Path) -> Result<SqliteSink, GatewayError> {
         let mut writer = db::open(path)?;
+        // Checkpoints copy the WAL into the database file and sync it, which can take
+        // milliseconds; left automatic they would run inside the writer's commit and stall
+        // every response waiting on it. A thread of their own runs them instead.
+        writer.pragma_update(None, "wal_autocheckpoint", 0)?;
         let reader = db::open(path)?;
+        let checkpointer = db::open(path)?;
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        std::thread::Builder::new()
+            .name("metering-checkpoint".into())
+            .spawn(move || {
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    stopped.recv_timeout(std::time::Duration::from_millis(500))
+                {
+                    if let Err(e) =
+                        checkpointer.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+                    {
+                        tracing::warn!(error = %e, "WAL checkpoint failed");
+                    }
+                }
+            })?;
         let batcher = Batcher::start("metering-sqlite", move |events| {
             insert(&mut writer, events).map_err(|e| e.to_string())
         });
         Ok(SqliteSink {
             batcher,
             reader: Mutex::new(reader),
+            _checkpoints: stop,
         })
     }
 

@@ -1,0 +1,169 @@
+//! Two replicas (two servers, each with its own engine and gateway) share one tenant's token
+//! rate and budget through a real Redis (Debian's `redis-server`, started here on a free
+//! port), and enforce one limit under 200 concurrent requests, not two.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::gateway::{cost_of, dec, post, GatewayServer, PRICES};
+use common::MODEL;
+use pagoda_gateway::sink::sqlite::read_events;
+use rust_decimal::Decimal;
+use serde_json::json;
+
+struct Redis {
+    child: Child,
+    port: u16,
+}
+
+impl Redis {
+    fn start(dir: &std::path::Path) -> Redis {
+        let binary = ["/usr/bin/redis-server", "/usr/sbin/redis-server"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.exists())
+            .expect("redis-server is not installed (apt-get install redis-server)");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(binary)
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .arg("--dir")
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting redis-server");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                let mut buf = [0u8; 7];
+                if s.write_all(b"PING\r\n").is_ok()
+                    && s.read_exact(&mut buf).is_ok()
+                    && &buf == b"+PONG\r\n"
+                {
+                    break;
+                }
+            }
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Redis { child, port }
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const PROMPT: &str = "The old pagoda";
+
+fn body() -> serde_json::Value {
+    json!({"model": MODEL, "prompt": PROMPT, "max_tokens": 4, "ignore_eos": true, "temperature": 0})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_share_one_token_rate_and_one_budget_through_redis() {
+    let dir = tempfile::tempdir().unwrap();
+    let redis = Redis::start(dir.path());
+    let url = format!("redis://127.0.0.1:{}/", redis.port);
+    let policy = format!("{PRICES}\n[tenants.probe]\n");
+    let a = GatewayServer::start_in(dir.path().into(), &policy, Some(url.clone())).await;
+    let b = GatewayServer::start_in(dir.path().into(), &policy, Some(url)).await;
+    let probe = a.key("probe");
+    // Every request below is this one: its tokens and cost are fixed (the prompt is shorter
+    // than a KV block, so nothing is ever served from the cache).
+    let r = a.post(Some(&probe), "/v1/completions", body()).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    let usage = r.json["usage"].clone();
+    assert_eq!(usage["completion_tokens"], 4);
+    assert_eq!(usage["prompt_tokens_details"]["cached_tokens"], 0);
+    let tokens = usage["total_tokens"].as_u64().unwrap();
+    let cost = cost_of(&usage);
+    // The token rate fits exactly 40 requests a minute, the budget 25.5 requests.
+    let budget = cost * dec("25.5");
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(
+        &a.policy,
+        format!(
+            "{PRICES}\n[tenants.probe]\n[tenants.tok]\ntokens_per_minute = {}\n[tenants.bud]\nbudget = {{ daily = \"{budget}\" }}\n",
+            40 * tokens
+        ),
+    )
+    .unwrap();
+    assert!(a.gateway.reload_policy().unwrap());
+    assert!(b.gateway.reload_policy().unwrap());
+    let (tok, bud) = (a.key("tok"), a.key("bud"));
+
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let server = if i % 2 == 0 { &a } else { &b };
+        let key = if i % 4 < 2 { tok.clone() } else { bud.clone() };
+        let client = server.server.client.clone();
+        let url = server.server.url("/v1/completions");
+        tasks.push(tokio::spawn(async move {
+            (key.clone(), post(&client, &url, Some(&key), body()).await)
+        }));
+    }
+    let (mut tok_ok, mut bud_ok, mut bud_spent) = (0u64, 0u64, Decimal::ZERO);
+    for task in tasks {
+        let (key, r) = task.await.unwrap();
+        match (r.status, key == tok) {
+            (200, true) => tok_ok += 1,
+            (200, false) => {
+                bud_ok += 1;
+                bud_spent += cost_of(&r.json["usage"]);
+            }
+            (429, true) => assert_eq!(r.json["error"]["code"], "rate_limit_exceeded"),
+            (429, false) => assert_eq!(r.json["error"]["code"], "insufficient_quota"),
+            (status, _) => panic!("unexpected {status}: {}", r.json),
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+
+    // The budget has no refill: exactly 25 fit, whichever replica admitted them.
+    assert_eq!(bud_ok, 25);
+    assert!(bud_spent <= budget);
+    // The bucket refills at 40 requests a minute while the test runs; allow exactly that.
+    let refill = (elapsed * 40.0 / 60.0).floor() as u64;
+    assert!(
+        (40..=40 + refill + 1).contains(&tok_ok),
+        "{tok_ok} requests admitted in {elapsed:.2}s (one shared limit allows 40 + {refill})"
+    );
+    // Both replicas metered into the one database; the events add up to the responses.
+    a.gateway.flush().await;
+    b.gateway.flush().await;
+    let events = read_events(&a.db).unwrap();
+    let bud_events: Vec<_> = events
+        .iter()
+        .filter(|e| e.tenant.as_str() == "bud")
+        .collect();
+    assert_eq!(bud_events.len() as u64, bud_ok);
+    assert_eq!(
+        bud_events.iter().map(|e| e.cost).sum::<Decimal>(),
+        bud_spent
+    );
+    assert_eq!(
+        events.iter().filter(|e| e.tenant.as_str() == "tok").count() as u64,
+        tok_ok
+    );
+}
