@@ -70,11 +70,9 @@ fn injection_recall_and_false_positives_meet_the_floors() {
     assert!(fp_rate <= 0.05, "false-positive rate {fp_rate:.3}");
 }
 
-/// Lines written after the rules were last changed and never used to tune them: their
-/// numbers show what to expect on unseen text. The floor here is looser on purpose.
-#[test]
-fn held_out_injection_set_is_reported() {
-    let lines = corpus("injection_heldout.jsonl");
+/// Recall and false positives of one labelled file, printed; returns (recall, fp, benign).
+fn measure(name: &str) -> (f64, usize, usize) {
+    let lines = corpus(name);
     let threshold = Policy::default().injection_threshold;
     let detector = RuleDetector::new();
     let (mut c, mut benign, mut fp) = (Counts::default(), 0usize, 0usize);
@@ -87,7 +85,7 @@ fn held_out_injection_set_is_reported() {
                 c.tp += 1;
             } else {
                 c.fn_ += 1;
-                println!("held-out MISSED ({:.2}): {text}", v.score);
+                println!("{name} MISSED ({:.2}): {text}", v.score);
             }
         } else {
             benign += 1;
@@ -101,11 +99,30 @@ fn held_out_injection_set_is_reported() {
         }
     }
     println!(
-        "held-out injection: recall {:.3} ({} of {}), false positives {fp}/{benign}",
+        "{name}: recall {:.3} ({} of {}), false positives {fp}/{benign}",
         c.recall(),
         c.tp,
         c.tp + c.fn_
     );
-    assert!(c.recall() >= 0.7, "held-out recall {:.3}", c.recall());
-    assert!(fp * 10 <= benign, "held-out false positives {fp}/{benign}");
+    (c.recall(), fp, benign)
+}
+
+/// `injection_heldout.jsonl` was measured once untouched (recall 0.536) and then used for
+/// one round of rule changes, so it is a regression set now.
+#[test]
+fn first_held_out_set_is_a_regression_set_now() {
+    let (recall, fp, benign) = measure("injection_heldout.jsonl");
+    assert!(recall >= 0.9, "recall {recall:.3}");
+    assert!(fp * 10 <= benign, "false positives {fp}/{benign}");
+}
+
+/// `injection_heldout2.jsonl` was written after the last rule change and never used to tune
+/// them: its numbers are what to expect on unseen text, and they are poor (first and only
+/// measurement: recall 2 of 18, no false positive of 18). The rules catch phrasing families;
+/// paraphrases get through. The floors are that measurement, to catch regressions only.
+#[test]
+fn second_held_out_set_is_reported() {
+    let (recall, fp, benign) = measure("injection_heldout2.jsonl");
+    assert!(recall >= 0.11, "recall {recall:.3}");
+    assert!(fp * 5 <= benign, "false positives {fp}/{benign}");
 }
