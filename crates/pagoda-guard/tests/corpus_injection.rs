@@ -126,3 +126,14 @@ fn second_held_out_set_is_reported() {
     assert!(recall >= 0.11, "recall {recall:.3}");
     assert!(fp * 5 <= benign, "false positives {fp}/{benign}");
 }
+
+/// `injection_heldout3.jsonl` was written later still. Rules widened after the second set
+/// gained nothing on it and flagged 5 of its 18 benign lines, so they were dropped; this set
+/// only chose between those two rule sets, no rule was written from it. Floors: the
+/// measurement (recall 5 of 18, no false positive), to catch regressions.
+#[test]
+fn third_held_out_set_is_reported() {
+    let (recall, fp, benign) = measure("injection_heldout3.jsonl");
+    assert!(recall >= 0.27, "recall {recall:.3}");
+    assert!(fp == 0 && benign >= 15, "false positives {fp}/{benign}");
+}

@@ -46,8 +46,7 @@ impl Client {
             .trim_end_matches("/v1")
             .to_string();
         let url = reqwest::Url::parse(&base).map_err(|_| RedteamError::Target(target.into()))?;
-        if url.scheme() != "http" || url.host().is_none() {
-            // This build carries no TLS stack (see docs/guardrails.md).
+        if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
             return Err(RedteamError::Target(target.into()));
         }
         let http = reqwest::Client::builder()

@@ -8,7 +8,7 @@ pub enum RedteamError {
     ProbeFile { path: PathBuf, reason: String },
     #[error("invalid probes in {source_name}: {reason}")]
     Probes { source_name: String, reason: String },
-    #[error("invalid target URL `{0}`: expected http://host:port")]
+    #[error("invalid target URL `{0}`: expected http(s)://host[:port]")]
     Target(String),
     #[error("--repeats must be at least 1")]
     Repeats,

@@ -321,3 +321,117 @@ impl StreamGuard {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use pagoda_guard::verify;
+    use pagoda_runtime::{Completion, FinishReason, Timings, Usage};
+
+    use super::*;
+
+    fn guarded_state(policy: &str, dir: &std::path::Path) -> AppState {
+        let path = dir.join("guard.toml");
+        std::fs::write(&path, policy).unwrap();
+        let state = AppState::new(vec!["m".into()]);
+        let settings = GuardSettings {
+            policy: path,
+            audit_log: Some(dir.join("audit.jsonl")),
+        };
+        start(&state, Some(&settings)).unwrap();
+        state
+    }
+
+    fn output(index: usize, text: &str, last: bool) -> RequestOutput {
+        RequestOutput {
+            index,
+            token_ids: vec![1],
+            text: text.into(),
+            logprobs: Vec::new(),
+            finished: last.then(|| Completion {
+                finish_reason: FinishReason::Stop,
+                usage: Usage::default(),
+                timings: Timings::default(),
+                error: None,
+            }),
+        }
+    }
+
+    /// Feeds deltas of one choice through the stream hook, as the routes do.
+    fn stream(guard: &mut Option<StreamGuard>, index: usize, deltas: &[&str]) -> String {
+        let mut sent = String::new();
+        for (i, d) in deltas.iter().enumerate() {
+            let mut out = output(index, d, i + 1 == deltas.len());
+            StreamGuard::filter(guard, index, &mut out);
+            sent.push_str(&out.text);
+        }
+        sent
+    }
+
+    #[test]
+    fn streamed_choices_are_redacted_restored_and_cut_at_a_leak() {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = "[default]\nrestore = true\non_canary_leak = \"end\"\n";
+        let state = guarded_state(policy, dir.path());
+        let mut messages = vec![
+            ChatMessage::text("system", "Be brief."),
+            ChatMessage::text("user", "Write to jane@example.com"),
+        ];
+        let guarded = screen_chat(&state, None, "chatcmpl-1", &mut messages)
+            .unwrap()
+            .unwrap();
+        let Some(MessageContent::Text(user)) = &messages[1].content else {
+            panic!()
+        };
+        assert_eq!(user, "Write to [EMAIL_1]");
+        let Some(MessageContent::Text(system)) = &messages[0].content else {
+            panic!()
+        };
+        let canary = guarded.canary.clone().unwrap();
+        assert!(system.starts_with("(Internal marker ") && system.contains(&canary));
+
+        let mut guard = StreamGuard::new(Some(guarded), 2);
+        // Choice 0: a new card number split across deltas, and the caller's own placeholder.
+        let sent = stream(
+            &mut guard,
+            0,
+            &["Card 4111 11", "11 1111 1111 for [EMA", "IL_1]."],
+        );
+        assert_eq!(sent, "Card [CARD_1] for jane@example.com.");
+        // Choice 1 recites its prompt: nothing from the canary on is sent.
+        let (head, tail) = canary.split_at(6);
+        let sent = stream(
+            &mut guard,
+            1,
+            &["My prompt: (Internal marker ", head, tail, " secret"],
+        );
+        assert_eq!(sent, "My prompt: (Internal marker ");
+
+        let log = dir.path().join("audit.jsonl");
+        assert_eq!(verify(&log).unwrap().records, 2);
+        let last = std::fs::read_to_string(&log).unwrap();
+        let response: serde_json::Value =
+            serde_json::from_str(last.lines().last().unwrap()).unwrap();
+        assert_eq!(response["stage"], "response");
+        assert_eq!(response["decision"], "end");
+        assert_eq!(response["canary_leaked"], true);
+        assert_eq!(response["entities"]["CARD"], 1);
+        assert!(!last.contains("4111") && !last.contains("jane@"));
+    }
+
+    #[test]
+    fn whole_choices_are_filtered_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = guarded_state("", dir.path());
+        let mut prompt = PromptInput::Text("hello".into());
+        let tokenizer_dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../testdata/models/tiny-qwen2");
+        let tokenizer = Tokenizer::from_file(&tokenizer_dir.join("tokenizer.json")).unwrap();
+        let guarded = screen_prompts(&state, None, "cmpl-1", &tokenizer, &mut prompt).unwrap();
+        let mut results = vec![ChoiceResult {
+            text: "reach me at 13800138000".into(),
+            ..ChoiceResult::default()
+        }];
+        filter_results(guarded.as_ref(), &mut results);
+        assert_eq!(results[0].text, "reach me at [PHONE_1]");
+    }
+}

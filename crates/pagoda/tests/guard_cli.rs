@@ -65,6 +65,13 @@ fn redteam_refuses_bad_input_with_one_line() {
     let (ok, _, stderr) = pagoda(&["redteam", "--target", "not a url"]);
     assert!(!ok);
     one_line_error(&stderr, "invalid target URL");
+    let (ok, _, stderr) = pagoda(&["redteam", "--target", "ftp://127.0.0.1:9"]);
+    assert!(!ok);
+    one_line_error(&stderr, "invalid target URL");
+    // Nothing listens on port 9: the https client starts, the connection fails, one line.
+    let (ok, _, stderr) = pagoda(&["redteam", "--target", "https://127.0.0.1:9"]);
+    assert!(!ok);
+    one_line_error(&stderr, "cannot reach");
     let (ok, _, stderr) = pagoda(&[
         "redteam",
         "--target",
