@@ -69,6 +69,14 @@ pub struct ServeArgs {
     /// share them [default: in process].
     #[arg(long, env = "PAGODA_REDIS_URL")]
     pub redis_url: Option<String>,
+    /// Guardrail policy (TOML: PII actions, injection threshold, canaries, per tenant).
+    /// Without it requests are not screened, as before.
+    #[arg(long, env = "PAGODA_GUARD_CONFIG")]
+    pub guard_config: Option<PathBuf>,
+    /// Append-only, hash-chained JSONL log of every guardrail decision (needs
+    /// --guard-config); check it with `pagoda audit verify`.
+    #[arg(long, env = "PAGODA_AUDIT_LOG")]
+    pub audit_log: Option<PathBuf>,
     /// TOML file with any of these settings, keyed by flag name (max-model-len or
     /// max_model_len); flags and environment variables override it.
     #[arg(long, env = "PAGODA_CONFIG")]

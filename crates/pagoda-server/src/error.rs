@@ -38,6 +38,12 @@ pub enum ApiError {
     /// gateway failure (500).
     #[error(transparent)]
     Gateway(#[from] GatewayError),
+    /// The guardrail policy blocks these entity types (named, never their values): 400.
+    #[error("the request contains data the policy does not allow: {}", .0.join(", "))]
+    PiiDetected(Vec<&'static str>),
+    /// The guardrails judged the request a prompt injection: 400.
+    #[error("the request was refused as a likely prompt injection")]
+    PromptInjection,
 }
 
 impl ApiError {
@@ -50,7 +56,10 @@ impl ApiError {
 
     pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::InvalidRequest { .. } | ApiError::ContextLength(_) => StatusCode::BAD_REQUEST,
+            ApiError::InvalidRequest { .. }
+            | ApiError::ContextLength(_)
+            | ApiError::PiiDetected(_)
+            | ApiError::PromptInjection => StatusCode::BAD_REQUEST,
             ApiError::ModelNotFound(_) | ApiError::RouteNotFound(_) => StatusCode::NOT_FOUND,
             ApiError::QueueFull { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -91,6 +100,12 @@ impl ApiError {
             ApiError::QueueFull { .. } => ("rate_limit_error", Some("rate_limit_exceeded"), None),
             ApiError::Unavailable(_) => ("service_unavailable", None, None),
             ApiError::Internal(_) => ("server_error", None, None),
+            ApiError::PiiDetected(_) => ("invalid_request_error", Some("pii_detected"), None),
+            ApiError::PromptInjection => (
+                "invalid_request_error",
+                Some("prompt_injection_detected"),
+                None,
+            ),
             ApiError::Gateway(e) => match e {
                 GatewayError::MissingKey | GatewayError::InvalidKey => {
                     ("invalid_request_error", Some("invalid_api_key"), None)
@@ -193,6 +208,8 @@ pub enum ServerError {
     },
     #[error("cannot start the gateway: {0}")]
     Gateway(#[from] GatewayError),
+    #[error("cannot start the guardrails: {0}")]
+    Guard(#[from] pagoda_guard::GuardError),
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }

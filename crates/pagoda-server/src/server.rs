@@ -13,6 +13,7 @@ use tokio::sync::Notify;
 use crate::args::ServeArgs;
 use crate::error::ServerError;
 use crate::gateway;
+use crate::guard;
 use crate::routes::{chat, completions, models, ops, tokenize};
 use crate::settings::Settings;
 use crate::state::{load_chat_template, AppState, Loaded};
@@ -123,6 +124,7 @@ async fn run(settings: Settings) -> Result<(), ServerError> {
     tracing::info!(address = %listener.local_addr()?, model = %settings.model, "listening; loading the model");
     let state = AppState::new(settings.served_model_names.clone());
     gateway::start(&state, settings.gateway.clone()).await?;
+    guard::start(&state, settings.guard.as_ref())?;
     let mut server = tokio::spawn(serve(
         listener,
         state.clone(),

@@ -12,6 +12,7 @@ use serde::Deserialize;
 
 use crate::args::{parse_byte_size, parse_duration, ServeArgs};
 use crate::error::ServerError;
+use crate::guard::GuardSettings;
 
 /// Everything `run_serve` needs, resolved and checked.
 #[derive(Debug, Clone)]
@@ -25,6 +26,8 @@ pub struct Settings {
     pub drain_timeout: Duration,
     /// `None`: no gateway, the server is open.
     pub gateway: Option<GatewayConfig>,
+    /// `None`: no guardrails, requests are not screened.
+    pub guard: Option<GuardSettings>,
 }
 
 /// The TOML file: the same keys as the flags.
@@ -50,6 +53,8 @@ struct FileSettings {
     gateway_config: Option<PathBuf>,
     metering_sink: Option<String>,
     redis_url: Option<String>,
+    guard_config: Option<PathBuf>,
+    audit_log: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -148,6 +153,10 @@ impl Settings {
             args.metering_sink.or(file.metering_sink),
             args.redis_url.or(file.redis_url),
         )?;
+        let guard = guard_settings(
+            args.guard_config.or(file.guard_config),
+            args.audit_log.or(file.audit_log),
+        )?;
         Ok(Settings {
             model,
             host: args
@@ -160,6 +169,7 @@ impl Settings {
             engine,
             drain_timeout,
             gateway,
+            guard,
         })
     }
 
@@ -196,6 +206,21 @@ fn gateway_config(
             SinkSpec::parse(&sink).map_err(|e| setting("metering-sink", e.to_string()))?;
     }
     Ok(Some(config))
+}
+
+/// Guardrails are on when a policy file is given; the audit log belongs to them.
+fn guard_settings(
+    policy: Option<PathBuf>,
+    audit_log: Option<PathBuf>,
+) -> Result<Option<GuardSettings>, ServerError> {
+    match (policy, audit_log) {
+        (Some(policy), audit_log) => Ok(Some(GuardSettings { policy, audit_log })),
+        (None, Some(_)) => Err(setting(
+            "audit-log",
+            "the audit log records guardrail decisions; it needs --guard-config".into(),
+        )),
+        (None, None) => Ok(None),
+    }
 }
 
 fn setting(field: &'static str, reason: String) -> ServerError {
@@ -271,6 +296,45 @@ mod tests {
         assert_eq!(settings.engine.kv_cache_memory, 64 << 20);
         assert_eq!(settings.drain_timeout, Duration::from_secs(5));
         assert_eq!(settings.served_model_names, vec!["/m".to_string()]);
+    }
+
+    #[test]
+    fn guardrails_come_from_the_file_or_flags_and_the_audit_log_needs_them() {
+        let path = write_config(
+            "guard",
+            "model = \"/m\"\nguard_config = \"/g.toml\"\naudit-log = \"/a.jsonl\"\n",
+        );
+        let settings = Settings::resolve(ServeArgs {
+            config: Some(path.clone()),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        std::fs::remove_file(path).ok();
+        let guard = settings.guard.unwrap();
+        assert_eq!(guard.policy, PathBuf::from("/g.toml"));
+        assert_eq!(guard.audit_log, Some(PathBuf::from("/a.jsonl")));
+        let err = Settings::resolve(ServeArgs {
+            model: Some("/m".into()),
+            audit_log: Some("/a.jsonl".into()),
+            ..ServeArgs::default()
+        })
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ServerError::Setting {
+                    field: "audit-log",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let plain = Settings::resolve(ServeArgs {
+            model: Some("/m".into()),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        assert!(plain.guard.is_none());
     }
 
     #[test]

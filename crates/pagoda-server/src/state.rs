@@ -11,6 +11,7 @@ use pagoda_runtime::EngineHandle;
 use pagoda_text::chat_template::ChatTemplate;
 
 use crate::error::{ApiError, ServerError};
+use crate::guard::ServerGuard;
 use crate::metrics::Metrics;
 
 /// The loaded model: the engine and the chat template requests are rendered with.
@@ -32,6 +33,8 @@ struct Inner {
     created: u64,
     /// Tenants, keys, limits and metering; unset means an open single-tenant server.
     gateway: OnceLock<Arc<Gateway>>,
+    /// Guardrail policies and the audit log; unset means no screening.
+    guard: OnceLock<Arc<ServerGuard>>,
 }
 
 impl AppState {
@@ -48,6 +51,7 @@ impl AppState {
                 draining: AtomicBool::new(false),
                 created,
                 gateway: OnceLock::new(),
+                guard: OnceLock::new(),
             }),
         }
     }
@@ -78,6 +82,15 @@ impl AppState {
 
     pub fn gateway(&self) -> Option<&Arc<Gateway>> {
         self.inner.gateway.get()
+    }
+
+    /// Screens every request with the guardrails; later calls are ignored.
+    pub fn set_guard(&self, guard: Arc<ServerGuard>) {
+        let _ = self.inner.guard.set(guard);
+    }
+
+    pub fn guard(&self) -> Option<&Arc<ServerGuard>> {
+        self.inner.guard.get()
     }
 
     pub fn loaded(&self) -> Option<&Loaded> {

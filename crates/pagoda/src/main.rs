@@ -1,4 +1,4 @@
-//! `pagoda`: serve, generate, bench, plan.
+//! `pagoda`: serve, generate, bench, plan, audit, redteam.
 
 mod commands;
 mod model_args;
@@ -32,6 +32,17 @@ enum Command {
     Usage(commands::usage::UsageArgs),
     /// Size a deployment (replicas, cost per million tokens) from measured throughput.
     Plan(pagoda_bench::cli::PlanArgs),
+    /// Guardrail audit logs.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+    /// Measure how often attacks succeed against an OpenAI-compatible endpoint.
+    Redteam(commands::redteam::RedteamArgs),
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Check an audit log's hash chain; names the first bad line.
+    Verify(commands::audit::VerifyArgs),
 }
 
 #[derive(Subcommand)]
@@ -82,6 +93,8 @@ fn main() {
         Command::Keys(command) => commands::keys::run(command),
         Command::Usage(args) => commands::usage::run(args),
         Command::Plan(args) => pagoda_bench::run_plan(args).map_err(Into::into),
+        Command::Audit(AuditCommand::Verify(args)) => commands::audit::verify(args),
+        Command::Redteam(args) => commands::redteam::run(args),
     };
     if let Err(e) = result {
         // One line, the whole chain of causes, non-zero exit.

@@ -14,6 +14,7 @@ use pagoda_text::Tokenizer;
 use crate::error::ApiError;
 use crate::gateway::{self, Caller};
 use crate::generate::{self, Merged};
+use crate::guard::{self, StreamGuard};
 use crate::ids::{new_id, unix_now};
 use crate::logprobs;
 use crate::prompt::{self, ChatRender};
@@ -33,7 +34,7 @@ pub async fn handle(
 ) -> Result<Response, ApiError> {
     let json = parse_json(&read_body(body)?)?;
     let common: CommonParams = parse_fields(&json)?;
-    let chat: ChatFields = parse_fields(&json)?;
+    let mut chat: ChatFields = parse_fields(&json)?;
     state.check_model(common.model.as_deref())?;
     tracing::debug!(
         user = common.user.as_deref(),
@@ -41,6 +42,12 @@ pub async fn handle(
         "chat completion request"
     );
     let loaded = state.ready()?;
+    let meta = ResponseMeta {
+        id: new_id("chatcmpl"),
+        created: unix_now(),
+        model: state.model_name().to_string(),
+    };
+    let guarded = guard::screen_chat(&state, caller.as_ref(), &meta.id, &mut chat.messages)?;
 
     let text = prompt::render_chat(
         loaded,
@@ -88,16 +95,12 @@ pub async fn handle(
     .await?;
     let streams = generate::submit(&state, loaded, vec![request])?;
     let streams = gateway::attach(streams, ticket);
-    let meta = ResponseMeta {
-        id: new_id("chatcmpl"),
-        created: unix_now(),
-        model: state.model_name().to_string(),
-    };
     let tokenizer = loaded.engine.tokenizer().clone();
     let logprobs = wants_logprobs.then_some(top_n);
     if common.streaming() {
         let stream = ChatStream {
             meta,
+            guard: StreamGuard::new(guarded, n),
             merged: generate::merge(streams),
             n,
             logprobs,
@@ -109,7 +112,8 @@ pub async fn handle(
         return Ok(sse::response(stream.frames()));
     }
 
-    let (results, usage) = generate::collect(streams, n).await?;
+    let (mut results, usage) = generate::collect(streams, n).await?;
+    guard::filter_results(guarded.as_ref(), &mut results);
     let choices = results
         .into_iter()
         .enumerate()
@@ -143,6 +147,7 @@ enum Phase {
 /// The state of one streamed chat response.
 struct ChatStream {
     meta: ResponseMeta,
+    guard: Option<StreamGuard>,
     merged: Merged,
     n: usize,
     logprobs: Option<usize>,
@@ -205,7 +210,8 @@ impl ChatStream {
         }
     }
 
-    fn on_output(&mut self, out: RequestOutput) -> Option<Bytes> {
+    fn on_output(&mut self, mut out: RequestOutput) -> Option<Bytes> {
+        StreamGuard::filter(&mut self.guard, out.index, &mut out);
         generate::add_usage(&mut self.usage, &out);
         let logprobs = match self.logprobs {
             Some(top) if !out.logprobs.is_empty() => {

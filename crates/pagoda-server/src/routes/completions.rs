@@ -14,6 +14,7 @@ use pagoda_text::Tokenizer;
 use crate::error::ApiError;
 use crate::gateway::{self, Caller};
 use crate::generate::{self, Merged};
+use crate::guard::{self, StreamGuard};
 use crate::ids::{new_id, unix_now};
 use crate::logprobs;
 use crate::prompt::{self, Prompt};
@@ -35,7 +36,7 @@ pub async fn handle(
 ) -> Result<Response, ApiError> {
     let json = parse_json(&read_body(body)?)?;
     let common: CommonParams = parse_fields(&json)?;
-    let fields: CompletionFields = parse_fields(&json)?;
+    let mut fields: CompletionFields = parse_fields(&json)?;
     state.check_model(common.model.as_deref())?;
     tracing::debug!(
         user = common.user.as_deref(),
@@ -62,6 +63,18 @@ pub async fn handle(
         ));
     }
 
+    let meta = ResponseMeta {
+        id: new_id("cmpl"),
+        created: unix_now(),
+        model: state.model_name().to_string(),
+    };
+    let guarded = guard::screen_prompts(
+        &state,
+        caller.as_ref(),
+        &meta.id,
+        loaded.engine.tokenizer(),
+        &mut fields.prompt,
+    )?;
     let add_special_tokens = fields.add_special_tokens.unwrap_or(true);
     let mut prompts = prompt::completion_prompts(loaded, fields.prompt, add_special_tokens)?;
     let tokenizer = loaded.engine.tokenizer().clone();
@@ -116,14 +129,10 @@ pub async fn handle(
     .await?;
     let streams = generate::submit(&state, loaded, requests)?;
     let streams = gateway::attach(streams, ticket);
-    let meta = ResponseMeta {
-        id: new_id("cmpl"),
-        created: unix_now(),
-        model: state.model_name().to_string(),
-    };
     if common.streaming() {
         let stream = CompletionStream {
             meta,
+            guard: StreamGuard::new(guarded, echoes.len() * n),
             merged: generate::merge(streams),
             n,
             logprobs: fields.logprobs,
@@ -137,7 +146,8 @@ pub async fn handle(
         return Ok(sse::response(stream.frames()));
     }
 
-    let (results, usage) = generate::collect(streams, n).await?;
+    let (mut results, usage) = generate::collect(streams, n).await?;
+    guard::filter_results(guarded.as_ref(), &mut results);
     let choices = results
         .into_iter()
         .enumerate()
@@ -168,6 +178,7 @@ pub async fn handle(
 /// The state of one streamed completions response.
 struct CompletionStream {
     meta: ResponseMeta,
+    guard: Option<StreamGuard>,
     merged: Merged,
     n: usize,
     logprobs: Option<usize>,
@@ -233,9 +244,10 @@ impl CompletionStream {
         }
     }
 
-    fn on_output(&mut self, prompt_index: usize, out: RequestOutput) -> Option<Bytes> {
+    fn on_output(&mut self, prompt_index: usize, mut out: RequestOutput) -> Option<Bytes> {
         generate::add_usage(&mut self.usage, &out);
         let index = prompt_index * self.n + out.index;
+        StreamGuard::filter(&mut self.guard, index, &mut out);
         let offset = self.offsets.get(index).copied().unwrap_or(0);
         let logprobs = match self.logprobs {
             Some(top) if !out.logprobs.is_empty() => Some(logprobs::completion(

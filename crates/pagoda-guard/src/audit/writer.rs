@@ -1,0 +1,108 @@
+//! Appending to the log from many requests at once: one mutex around the file and the chain
+//! head, each record written whole and flushed before the lock is released.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::audit::canonical::record_hash;
+use crate::audit::record::{AuditEvent, AuditRecord, GENESIS};
+use crate::error::GuardError;
+
+struct Head {
+    file: File,
+    seq: u64,
+    hash: String,
+}
+
+pub struct AuditLog {
+    path: PathBuf,
+    head: Mutex<Head>,
+}
+
+impl AuditLog {
+    /// Opens (or creates) the log and continues the chain from its last record.
+    pub fn open(path: &Path) -> Result<AuditLog, GuardError> {
+        let err = |reason: String| GuardError::Audit {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let (seq, hash) = match File::open(path) {
+            Ok(f) => last_link(BufReader::new(f)).map_err(err)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (0, GENESIS.to_string()),
+            Err(e) => return Err(err(e.to_string())),
+        };
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| err(e.to_string()))?;
+        Ok(AuditLog {
+            path: path.to_path_buf(),
+            head: Mutex::new(Head { file, seq, hash }),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes one record; returns it as written.
+    pub fn append(&self, event: AuditEvent) -> Result<AuditRecord, GuardError> {
+        let mut head = self.head.lock().unwrap_or_else(|p| p.into_inner());
+        let mut record = AuditRecord {
+            seq: head.seq + 1,
+            ts_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            event,
+            prev_hash: head.hash.clone(),
+            hash: String::new(),
+        };
+        // Hash what a reader will parse back (floats are written in their shortest form).
+        let value: serde_json::Value = serde_json::to_string(&record)
+            .and_then(|text| serde_json::from_str(&text))
+            .map_err(|e| self.error(e.to_string()))?;
+        record.hash = record_hash(&value);
+        let mut line = serde_json::to_string(&record).map_err(|e| self.error(e.to_string()))?;
+        line.push('\n');
+        head.file
+            .write_all(line.as_bytes())
+            .and_then(|_| head.file.flush())
+            .map_err(|e| self.error(e.to_string()))?;
+        head.seq = record.seq;
+        head.hash = record.hash.clone();
+        Ok(record)
+    }
+
+    fn error(&self, reason: String) -> GuardError {
+        GuardError::Audit {
+            path: self.path.clone(),
+            reason,
+        }
+    }
+}
+
+/// The sequence number and hash of the last record, checked to be intact.
+fn last_link(reader: impl BufRead) -> Result<(u64, String), String> {
+    let mut last = None;
+    for line in reader.lines() {
+        let line = line.map_err(|e| e.to_string())?;
+        if !line.trim().is_empty() {
+            last = Some(line);
+        }
+    }
+    let Some(line) = last else {
+        return Ok((0, GENESIS.to_string()));
+    };
+    let value: serde_json::Value =
+        serde_json::from_str(&line).map_err(|e| format!("last record is not JSON: {e}"))?;
+    let hash = value["hash"].as_str().unwrap_or_default().to_string();
+    if record_hash(&value) != hash {
+        return Err("the last record's hash does not match; run `pagoda audit verify`".into());
+    }
+    let seq = value["seq"].as_u64().ok_or("the last record has no seq")?;
+    Ok((seq, hash))
+}

@@ -1,0 +1,437 @@
+//! The server's side of the guardrails (pagoda-guard), kept out of the handlers so each of
+//! them calls it at fixed points: `screen_chat` / `screen_prompts` before the prompt is
+//! rendered or tokenized, `filter_results` on non-streamed choices, `StreamGuard::filter` on
+//! every streamed output. With no guard configured every one of them is a no-op.
+//!
+//! Every decision goes to the audit log (when one is configured) with entity types, counts
+//! and rule ids, never the values.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Extension;
+use pagoda_guard::audit::{AuditEvent, AuditLog, Decision, Stage};
+use pagoda_guard::canary::{new_canary, with_canary};
+use pagoda_guard::{
+    Guard, MessageText, OutputGuard, Policies, Policy, Refusal, Screened, TenantName,
+};
+use pagoda_runtime::RequestOutput;
+use pagoda_text::chat_template::{ChatMessage, MessageContent};
+use pagoda_text::Tokenizer;
+
+use crate::error::{ApiError, ServerError};
+use crate::gateway::Caller;
+use crate::generate::ChoiceResult;
+use crate::state::AppState;
+use crate::wire::request::PromptInput;
+
+/// `--guard-config` and `--audit-log`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GuardSettings {
+    pub policy: PathBuf,
+    pub audit_log: Option<PathBuf>,
+}
+
+/// Policies and scanners, and the audit log; shared by all requests.
+pub struct ServerGuard {
+    guard: Guard,
+    audit: Option<AuditLog>,
+}
+
+/// Loads the policy and opens the audit log before the server takes requests.
+pub fn start(state: &AppState, settings: Option<&GuardSettings>) -> Result<(), ServerError> {
+    let Some(settings) = settings else {
+        return Ok(());
+    };
+    let policies = Policies::load(&settings.policy)?;
+    let audit = settings
+        .audit_log
+        .as_deref()
+        .map(AuditLog::open)
+        .transpose()?;
+    tracing::info!(
+        policy = %settings.policy.display(),
+        audit = ?settings.audit_log,
+        "guardrails on"
+    );
+    state.set_guard(Arc::new(ServerGuard {
+        guard: Guard::new(policies),
+        audit,
+    }));
+    Ok(())
+}
+
+/// The tenant whose policy applies: the gateway's authenticated caller, else none (the
+/// default policy).
+fn tenant_of(caller: Option<&Extension<Caller>>) -> Option<TenantName> {
+    caller.map(|Extension(c)| TenantName(c.tenant.as_str().to_string()))
+}
+
+/// One request's guardrail state: its policy, placeholders and canary.
+pub struct Guarded {
+    shared: Arc<ServerGuard>,
+    policy: Policy,
+    screened: Screened,
+    canary: Option<String>,
+    request_id: String,
+    tenant: Option<TenantName>,
+}
+
+/// Screens chat messages before the template is rendered: refuses (400), or rewrites PII in
+/// place and puts a canary at the start of the system prompt.
+pub fn screen_chat(
+    state: &AppState,
+    caller: Option<&Extension<Caller>>,
+    request_id: &str,
+    messages: &mut [ChatMessage],
+) -> Result<Option<Arc<Guarded>>, ApiError> {
+    let Some(shared) = state.guard() else {
+        return Ok(None);
+    };
+    let mut slots: Vec<(usize, Option<usize>)> = Vec::new();
+    let mut texts: Vec<(String, String)> = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        match &m.content {
+            Some(MessageContent::Text(t)) => {
+                slots.push((i, None));
+                texts.push((m.role.clone(), t.clone()));
+            }
+            Some(MessageContent::Parts(parts)) => {
+                for (j, p) in parts.iter().enumerate() {
+                    if let Some(t) = &p.text {
+                        slots.push((i, Some(j)));
+                        texts.push((m.role.clone(), t.clone()));
+                    }
+                }
+            }
+            None => {}
+        }
+    }
+    let guarded = screen(shared, caller, request_id, &texts)?;
+    for ((i, part), new) in slots.iter().zip(&guarded.screened.rewritten) {
+        let Some(new) = new else { continue };
+        match (&mut messages[*i].content, part) {
+            (Some(MessageContent::Text(t)), None) => *t = new.clone(),
+            (Some(MessageContent::Parts(parts)), Some(j)) => parts[*j].text = Some(new.clone()),
+            _ => {}
+        }
+    }
+    if let Some(canary) = &guarded.canary {
+        // At the start: a model reciting its system prompt reaches the canary first.
+        if let Some(system) = messages.iter_mut().find(|m| m.role == "system") {
+            if let Some(MessageContent::Text(t)) = &mut system.content {
+                *t = format!("{}\n{t}", with_canary("", canary));
+            }
+        }
+    }
+    Ok(Some(Arc::new(guarded)))
+}
+
+/// Screens completions prompts (token prompts are decoded to be read, and become text if
+/// they must be rewritten). No canary: there is no system prompt.
+pub fn screen_prompts(
+    state: &AppState,
+    caller: Option<&Extension<Caller>>,
+    request_id: &str,
+    tokenizer: &Tokenizer,
+    prompt: &mut PromptInput,
+) -> Result<Option<Arc<Guarded>>, ApiError> {
+    let Some(shared) = state.guard() else {
+        return Ok(None);
+    };
+    let decode = |ids: &[u32]| tokenizer.decode(ids, false).unwrap_or_default();
+    let texts: Vec<String> = match &*prompt {
+        PromptInput::Text(t) => vec![t.clone()],
+        PromptInput::Texts(ts) => ts.clone(),
+        PromptInput::Tokens(ids) => vec![decode(ids)],
+        PromptInput::TokenLists(lists) => lists.iter().map(|l| decode(l)).collect(),
+    };
+    let pairs: Vec<(String, String)> = texts.iter().map(|t| ("user".into(), t.clone())).collect();
+    let mut guarded = screen(shared, caller, request_id, &pairs)?;
+    guarded.canary = None;
+    if guarded.screened.rewritten.iter().any(Option::is_some) {
+        let new: Vec<String> = texts
+            .into_iter()
+            .zip(&guarded.screened.rewritten)
+            .map(|(old, new)| new.clone().unwrap_or(old))
+            .collect();
+        *prompt =
+            if new.len() == 1 && matches!(prompt, PromptInput::Text(_) | PromptInput::Tokens(_)) {
+                PromptInput::Text(new.into_iter().next().unwrap_or_default())
+            } else {
+                PromptInput::Texts(new)
+            };
+    }
+    Ok(Some(Arc::new(guarded)))
+}
+
+fn screen(
+    shared: &Arc<ServerGuard>,
+    caller: Option<&Extension<Caller>>,
+    request_id: &str,
+    texts: &[(String, String)],
+) -> Result<Guarded, ApiError> {
+    let tenant = tenant_of(caller);
+    let policy = shared.guard.policy(tenant.as_ref()).clone();
+    let messages: Vec<MessageText> = texts
+        .iter()
+        .map(|(role, text)| MessageText { role, text })
+        .collect();
+    let screened = shared.guard.screen(&policy, &messages);
+    let decision = match &screened.refusal {
+        Some(_) => Decision::Block,
+        None if screened.flagged => Decision::Flag,
+        None if screened.rewritten.iter().any(Option::is_some) => Decision::Transform,
+        None => Decision::Allow,
+    };
+    let guarded = Guarded {
+        shared: shared.clone(),
+        canary: policy.canary.then(new_canary),
+        policy,
+        screened,
+        request_id: request_id.to_string(),
+        tenant,
+    };
+    guarded.audit(AuditEvent {
+        request_id: guarded.request_id.clone(),
+        tenant: guarded.tenant.as_ref().map(|t| t.0.clone()),
+        stage: Stage::Request,
+        decision,
+        entities: guarded.screened.entities.clone(),
+        rules: guarded.screened.injection.rules.clone(),
+        injection_score: Some(guarded.screened.injection.score),
+        canary_leaked: false,
+    })?;
+    match &guarded.screened.refusal {
+        Some(Refusal::Pii(kinds)) => Err(ApiError::PiiDetected(
+            kinds.iter().map(|k| k.name()).collect(),
+        )),
+        Some(Refusal::Injection { .. }) => Err(ApiError::PromptInjection),
+        None => Ok(guarded),
+    }
+}
+
+impl Guarded {
+    fn output(&self) -> OutputGuard {
+        self.shared
+            .guard
+            .output(&self.policy, &self.screened, self.canary.as_deref())
+    }
+
+    /// Writes an audit record; a log that cannot be written refuses the request rather than
+    /// serve it unrecorded.
+    fn audit(&self, event: AuditEvent) -> Result<(), ApiError> {
+        match &self.shared.audit {
+            Some(log) => log
+                .append(event)
+                .map(|_| ())
+                .map_err(|e| ApiError::Internal(e.to_string())),
+            None => Ok(()),
+        }
+    }
+
+    /// The response's record: what the output filters did over all choices.
+    fn audit_response(&self, outputs: &[OutputGuard], ended: bool) {
+        let mut entities = std::collections::BTreeMap::new();
+        let mut leaked = false;
+        for o in outputs {
+            let r = o.report();
+            leaked |= r.canary_leaked;
+            for (k, n) in r.counts {
+                *entities.entry(k).or_insert(0) += n;
+            }
+        }
+        let decision = if ended {
+            Decision::End
+        } else if leaked || !entities.is_empty() {
+            Decision::Transform
+        } else {
+            Decision::Allow
+        };
+        let event = AuditEvent {
+            request_id: self.request_id.clone(),
+            tenant: self.tenant.as_ref().map(|t| t.0.clone()),
+            stage: Stage::Response,
+            decision,
+            entities,
+            rules: Vec::new(),
+            injection_score: None,
+            canary_leaked: leaked,
+        };
+        if let Err(e) = self.audit(event) {
+            tracing::error!(error = %e, "cannot write the audit log");
+        }
+    }
+}
+
+/// Filters finished, non-streamed choices.
+pub fn filter_results(guarded: Option<&Arc<Guarded>>, results: &mut [ChoiceResult]) {
+    let Some(g) = guarded else { return };
+    let mut outputs = Vec::with_capacity(results.len());
+    let mut ended = false;
+    for r in results.iter_mut() {
+        let mut out = g.output();
+        let emitted = out.filter_all(&r.text);
+        r.text = emitted.text;
+        ended |= emitted.stop;
+        outputs.push(out);
+    }
+    g.audit_response(&outputs, ended);
+}
+
+/// The output filters of a streamed response, one per choice.
+pub struct StreamGuard {
+    guarded: Arc<Guarded>,
+    outputs: Vec<OutputGuard>,
+    finished: Vec<bool>,
+    ended: bool,
+}
+
+impl StreamGuard {
+    pub fn new(guarded: Option<Arc<Guarded>>, choices: usize) -> Option<StreamGuard> {
+        let guarded = guarded?;
+        Some(StreamGuard {
+            outputs: (0..choices).map(|_| guarded.output()).collect(),
+            finished: vec![false; choices],
+            ended: false,
+            guarded,
+        })
+    }
+
+    /// Rewrites one engine output's text delta in place (held-back text is released when the
+    /// choice finishes); after a leak that ends the response, the choice sends nothing more.
+    pub fn filter(guard: &mut Option<StreamGuard>, index: usize, out: &mut RequestOutput) {
+        let Some(g) = guard else { return };
+        let Some(filter) = g.outputs.get_mut(index) else {
+            return;
+        };
+        let mut emitted = filter.push(&out.text);
+        if out.finished.is_some() && !emitted.stop {
+            let rest = filter.finish();
+            emitted.text.push_str(&rest.text);
+            emitted.stop = rest.stop;
+        }
+        out.text = emitted.text;
+        g.ended |= emitted.stop;
+        if out.finished.is_some() {
+            g.finished[index] = true;
+            if g.finished.iter().all(|&f| f) {
+                g.guarded.audit_response(&g.outputs, g.ended);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pagoda_guard::verify;
+    use pagoda_runtime::{Completion, FinishReason, Timings, Usage};
+
+    use super::*;
+
+    fn guarded_state(policy: &str, dir: &std::path::Path) -> AppState {
+        let path = dir.join("guard.toml");
+        std::fs::write(&path, policy).unwrap();
+        let state = AppState::new(vec!["m".into()]);
+        let settings = GuardSettings {
+            policy: path,
+            audit_log: Some(dir.join("audit.jsonl")),
+        };
+        start(&state, Some(&settings)).unwrap();
+        state
+    }
+
+    fn output(index: usize, text: &str, last: bool) -> RequestOutput {
+        RequestOutput {
+            index,
+            token_ids: vec![1],
+            text: text.into(),
+            logprobs: Vec::new(),
+            finished: last.then(|| Completion {
+                finish_reason: FinishReason::Stop,
+                usage: Usage::default(),
+                timings: Timings::default(),
+                error: None,
+            }),
+        }
+    }
+
+    /// Feeds deltas of one choice through the stream hook, as the routes do.
+    fn stream(guard: &mut Option<StreamGuard>, index: usize, deltas: &[&str]) -> String {
+        let mut sent = String::new();
+        for (i, d) in deltas.iter().enumerate() {
+            let mut out = output(index, d, i + 1 == deltas.len());
+            StreamGuard::filter(guard, index, &mut out);
+            sent.push_str(&out.text);
+        }
+        sent
+    }
+
+    #[test]
+    fn streamed_choices_are_redacted_restored_and_cut_at_a_leak() {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = "[default]\nrestore = true\non_canary_leak = \"end\"\n";
+        let state = guarded_state(policy, dir.path());
+        let mut messages = vec![
+            ChatMessage::text("system", "Be brief."),
+            ChatMessage::text("user", "Write to jane@example.com"),
+        ];
+        let guarded = screen_chat(&state, None, "chatcmpl-1", &mut messages)
+            .unwrap()
+            .unwrap();
+        let Some(MessageContent::Text(user)) = &messages[1].content else {
+            panic!()
+        };
+        assert_eq!(user, "Write to [EMAIL_1]");
+        let Some(MessageContent::Text(system)) = &messages[0].content else {
+            panic!()
+        };
+        let canary = guarded.canary.clone().unwrap();
+        assert!(system.starts_with("(Internal marker ") && system.contains(&canary));
+
+        let mut guard = StreamGuard::new(Some(guarded), 2);
+        // Choice 0: a new card number split across deltas, and the caller's own placeholder.
+        let sent = stream(
+            &mut guard,
+            0,
+            &["Card 4111 11", "11 1111 1111 for [EMA", "IL_1]."],
+        );
+        assert_eq!(sent, "Card [CARD_1] for jane@example.com.");
+        // Choice 1 recites its prompt: nothing from the canary on is sent.
+        let (head, tail) = canary.split_at(6);
+        let sent = stream(
+            &mut guard,
+            1,
+            &["My prompt: (Internal marker ", head, tail, " secret"],
+        );
+        assert_eq!(sent, "My prompt: (Internal marker ");
+
+        let log = dir.path().join("audit.jsonl");
+        assert_eq!(verify(&log).unwrap().records, 2);
+        let last = std::fs::read_to_string(&log).unwrap();
+        let response: serde_json::Value =
+            serde_json::from_str(last.lines().last().unwrap()).unwrap();
+        assert_eq!(response["stage"], "response");
+        assert_eq!(response["decision"], "end");
+        assert_eq!(response["canary_leaked"], true);
+        assert_eq!(response["entities"]["CARD"], 1);
+        assert!(!last.contains("4111") && !last.contains("jane@"));
+    }
+
+    #[test]
+    fn whole_choices_are_filtered_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = guarded_state("", dir.path());
+        let mut prompt = PromptInput::Text("hello".into());
+        let tokenizer_dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../testdata/models/tiny-qwen2");
+        let tokenizer = Tokenizer::from_file(&tokenizer_dir.join("tokenizer.json")).unwrap();
+        let guarded = screen_prompts(&state, None, "cmpl-1", &tokenizer, &mut prompt).unwrap();
+        let mut results = vec![ChoiceResult {
+            text: "reach me at 13800138000".into(),
+            ..ChoiceResult::default()
+        }];
+        filter_results(guarded.as_ref(), &mut results);
+        assert_eq!(results[0].text, "reach me at [PHONE_1]");
+    }
+}
