@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use pagoda_guard::{Detector, PiiScanner, RuleDetector};
+use pagoda_guard::{BayesDetector, Detector, PiiScanner, RuleDetector};
 
 const WORDS: &[&str] = &[
     "the",
@@ -170,6 +170,12 @@ fn main() {
             std::hint::black_box(inj.detect(m));
         }
     });
+    let classifier = BayesDetector::builtin();
+    let t_cls = time(|| {
+        for m in &msgs {
+            std::hint::black_box(classifier.detect(m));
+        }
+    });
     println!(
         "realistic text: {:.1} MB in {} messages of 2 KB, {found} entities",
         text.len() as f64 / 1e6,
@@ -186,6 +192,10 @@ fn main() {
     println!(
         "  both            {:>8.1} MB/s per core",
         mb_per_s(text.len(), t_pii + t_inj)
+    );
+    println!(
+        "  classifier (opt-in) {:>4.1} MB/s per core",
+        mb_per_s(text.len(), t_cls)
     );
     if std::env::args().any(|a| a == "--realistic-only") {
         return;

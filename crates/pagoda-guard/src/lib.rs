@@ -20,7 +20,7 @@ pub use redact::{apply, Applied, Placeholders};
 pub use stream::{Emitted, OutputGuard, OutputReport};
 pub mod inject;
 
-pub use inject::{Detector, RuleDetector, RuleId, Verdict};
+pub use inject::{BayesDetector, Combined, Detector, RuleDetector, RuleId, Verdict};
 pub mod audit;
 pub mod canary;
 pub mod policy;

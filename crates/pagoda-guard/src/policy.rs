@@ -9,6 +9,7 @@
 //! [default.injection]
 //! threshold = 0.5
 //! action = "block"
+//! classifier = false
 //!
 //! [tenants.acme.entities]
 //! EMAIL = "mask"
@@ -64,6 +65,9 @@ pub struct Policy {
     pub scan_output: bool,
     pub injection_threshold: f32,
     pub injection_action: InjectionAction,
+    /// Also score with the naive Bayes classifier (better recall on paraphrases, more false
+    /// positives on text unlike the corpus; docs/guardrails.md).
+    pub injection_classifier: bool,
     /// Message roles screened for injection; `tool` covers tool results and retrieved text.
     pub screen_roles: Vec<String>,
     pub canary: bool,
@@ -89,6 +93,7 @@ impl Default for Policy {
             scan_output: true,
             injection_threshold: 0.5,
             injection_action: InjectionAction::Block,
+            injection_classifier: false,
             screen_roles: vec!["user".into(), "tool".into()],
             canary: true,
             on_canary_leak: LeakAction::Redact,
@@ -130,6 +135,9 @@ impl Policy {
             if let Some(a) = inj.action {
                 p.injection_action = a;
             }
+            if let Some(c) = inj.classifier {
+                p.injection_classifier = c;
+            }
         }
         if let Some(roles) = &spec.screen_roles {
             p.screen_roles = roles.clone();
@@ -149,6 +157,7 @@ impl Policy {
 struct InjectionSpec {
     threshold: Option<f32>,
     action: Option<InjectionAction>,
+    classifier: Option<bool>,
 }
 
 /// One `[default]` or `[tenants.NAME]` section: every key optional.

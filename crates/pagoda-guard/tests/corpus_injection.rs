@@ -6,7 +6,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::{corpus, Counts};
-use pagoda_guard::{Detector, Policy, RuleDetector};
+use pagoda_guard::{BayesDetector, Combined, Detector, Policy, RuleDetector};
 
 #[test]
 fn injection_recall_and_false_positives_meet_the_floors() {
@@ -136,4 +136,112 @@ fn third_held_out_set_is_reported() {
     let (recall, fp, benign) = measure("injection_heldout3.jsonl");
     assert!(recall >= 0.27, "recall {recall:.3}");
     assert!(fp == 0 && benign >= 15, "false positives {fp}/{benign}");
+}
+
+/// The texts the built-in classifier learns from (see `inject/bayes.rs`).
+fn training_lines() -> Vec<(String, bool)> {
+    [
+        "injection.jsonl",
+        "injection_handwritten.jsonl",
+        "injection_heldout.jsonl",
+    ]
+    .iter()
+    .flat_map(|name| corpus(name))
+    .map(|l| {
+        (
+            l["text"].as_str().unwrap().to_string(),
+            l["label"] == "injection",
+        )
+    })
+    .collect()
+}
+
+/// Rules plus a classifier trained on everything but `held_out`.
+fn combined_without(lines: &[(String, bool)], held_out: impl Fn(usize) -> bool) -> Combined {
+    let model = BayesDetector::train(
+        lines
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !held_out(*i))
+            .map(|(_, (t, y))| (t.as_str(), *y)),
+    );
+    Combined::new(vec![Box::new(RuleDetector::new()), Box::new(model)])
+}
+
+/// The combined detector judged on texts its classifier never saw: 5-fold cross-validation
+/// over the training corpus (the rules were tuned on all of it, so this flatters them but not
+/// the classifier).
+#[test]
+fn combined_detector_meets_the_floors_under_cross_validation() {
+    let lines = training_lines();
+    let threshold = Policy::default().injection_threshold;
+    let (mut c, mut benign, mut fp) = (Counts::default(), 0usize, 0usize);
+    for fold in 0..5 {
+        let detector = combined_without(&lines, |i| i % 5 == fold);
+        for (text, attack) in lines.iter().skip(fold).step_by(5) {
+            let flagged = detector.detect(text).score >= threshold;
+            match (*attack, flagged) {
+                (true, true) => c.tp += 1,
+                (true, false) => c.fn_ += 1,
+                (false, f) => {
+                    benign += 1;
+                    fp += usize::from(f);
+                }
+            }
+        }
+    }
+    let fp_rate = fp as f64 / benign as f64;
+    println!(
+        "combined, 5-fold: recall {:.3} ({} of {}), false positives {fp}/{benign} = {fp_rate:.3}",
+        c.recall(),
+        c.tp,
+        c.tp + c.fn_
+    );
+    assert!(c.recall() >= 0.9, "recall {:.3}", c.recall());
+    assert!(fp_rate <= 0.05, "false-positive rate {fp_rate:.3}");
+}
+
+/// Rules + the built-in classifier (`injection.classifier = true`) on the two sets nothing was ever
+/// trained or tuned on (the classifier's threshold was chosen by cross-validation above).
+/// First measurement: recall 13/18 and 14/18, false positives 0/18 and 2/18 (rules alone:
+/// 2/18 and 5/18, none); the floors are that measurement, to catch regressions.
+#[test]
+fn combined_detector_on_the_untouched_held_out_sets() {
+    let detector = Combined::rules_and_classifier();
+    let threshold = Policy::default().injection_threshold;
+    let mut results = Vec::new();
+    for name in ["injection_heldout2.jsonl", "injection_heldout3.jsonl"] {
+        let (mut c, mut fp, mut benign) = (Counts::default(), 0usize, 0usize);
+        for line in corpus(name) {
+            let text = line["text"].as_str().unwrap();
+            let v = detector.detect(text);
+            let flagged = v.score >= threshold;
+            if line["label"] == "injection" {
+                if flagged {
+                    c.tp += 1;
+                } else {
+                    c.fn_ += 1;
+                    println!("{name} combined MISSED ({:.2}): {text}", v.score);
+                }
+            } else {
+                benign += 1;
+                if flagged {
+                    fp += 1;
+                    println!(
+                        "{name} combined FALSE POSITIVE ({:.2} {:?}): {text}",
+                        v.score, v.rules
+                    );
+                }
+            }
+        }
+        println!(
+            "{name} combined: recall {:.3} ({} of {}), false positives {fp}/{benign}",
+            c.recall(),
+            c.tp,
+            c.tp + c.fn_
+        );
+        results.push((c.tp, fp));
+    }
+    assert!(results[0].0 >= 13 && results[0].1 == 0, "{results:?}");
+    assert!(results[1].0 >= 14 && results[1].1 <= 2, "{results:?}");
 }

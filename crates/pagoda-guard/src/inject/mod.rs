@@ -1,6 +1,8 @@
-//! Prompt-injection screening. `Detector` is the seam: the rule detector here, a classifier
-//! model later; each yields a score in [0, 1] and the ids of what it saw.
+//! Prompt-injection screening. `Detector` is the seam: the rule detector here and a naive
+//! Bayes classifier (`bayes.rs`), combined by default; each yields a score in [0, 1] and the
+//! ids of what it saw. A model-based classifier can join the same way.
 
+mod bayes;
 mod decode;
 mod normalize;
 mod rules;
@@ -11,6 +13,7 @@ use std::fmt;
 use regex::{Regex, RegexSet};
 use serde::{Deserialize, Serialize};
 
+pub use bayes::{BayesDetector, Combined};
 pub use decode::{rot13, Decoders, Encoding};
 pub use normalize::{normalize, Normalized};
 
