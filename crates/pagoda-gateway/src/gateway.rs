@@ -10,7 +10,7 @@ use rust_decimal::Decimal;
 use crate::alerts::Alerter;
 use crate::clock::{now_ms, Period};
 use crate::error::GatewayError;
-use crate::ids::{KeyId, TenantId};
+use crate::ids::{KeyId, RequestId, TenantId};
 use crate::keys::KeyStore;
 use crate::limits::{Limiter, LocalLimiter, RedisLimiter, Reservation};
 use crate::policy::{Policy, PolicyStore};
@@ -213,7 +213,20 @@ impl Gateway {
         model: &str,
         prompts: &mut [PlannedPrompt],
     ) -> Result<Admitted, GatewayError> {
-        let result = self.try_admit(caller, model, prompts).await;
+        self.admit_as(RequestId::random(), caller, model, prompts)
+            .await
+    }
+
+    /// `admit`, with the request id the cost event will carry (the server passes its
+    /// response id, so events join with what clients saw).
+    pub async fn admit_as(
+        self: &Arc<Self>,
+        request_id: RequestId,
+        caller: &Caller,
+        model: &str,
+        prompts: &mut [PlannedPrompt],
+    ) -> Result<Admitted, GatewayError> {
+        let result = self.try_admit(request_id, caller, model, prompts).await;
         if let Err(e) = &result {
             let reason = match e {
                 GatewayError::RateLimited { .. } => "rate_limit",
@@ -228,6 +241,7 @@ impl Gateway {
 
     async fn try_admit(
         self: &Arc<Self>,
+        request_id: RequestId,
         caller: &Caller,
         model: &str,
         prompts: &mut [PlannedPrompt],
@@ -276,6 +290,7 @@ impl Gateway {
         let priority = tenant.priority;
         let ticket = Ticket::new(
             self.clone(),
+            request_id,
             caller.clone(),
             model.to_string(),
             reservation,

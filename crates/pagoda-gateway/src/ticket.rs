@@ -76,6 +76,7 @@ impl Ticket {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         gateway: Arc<Gateway>,
+        request_id: RequestId,
         caller: Caller,
         model: String,
         reservation: Reservation,
@@ -94,7 +95,7 @@ impl Ticket {
             gateway,
             caller,
             model,
-            request_id: RequestId::random(),
+            request_id,
             reservation,
             policy,
             price,

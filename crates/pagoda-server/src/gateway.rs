@@ -12,7 +12,9 @@ use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use pagoda_gateway::{clock, ChoiceEnd, Gateway, GatewayConfig, PlannedPrompt, Ticket, UsageQuery};
+use pagoda_gateway::{
+    clock, ChoiceEnd, Gateway, GatewayConfig, PlannedPrompt, RequestId, Ticket, UsageQuery,
+};
 use pagoda_runtime::{GenerateRequest, RequestOutput};
 use serde_json::json;
 
@@ -79,10 +81,12 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
 }
 
 /// Applies the tenant's policy to the requests (max_tokens cap, priority, cache salt) and
-/// reserves their worst case. `None` without a gateway.
+/// reserves their worst case; the cost event will carry `response_id`. `None` without a
+/// gateway.
 pub async fn admit(
     state: &AppState,
     caller: Option<&Extension<Caller>>,
+    response_id: &str,
     model: Option<&str>,
     requests: &mut [GenerateRequest],
 ) -> Result<Option<Arc<Ticket>>, ApiError> {
@@ -102,7 +106,9 @@ pub async fn admit(
             n: r.sampling.n.max(1),
         })
         .collect();
-    let admitted = gateway.admit(caller, model, &mut plan).await?;
+    let admitted = gateway
+        .admit_as(RequestId::new(response_id), caller, model, &mut plan)
+        .await?;
     for (request, planned) in requests.iter_mut().zip(&plan) {
         request.sampling.max_tokens = Some(planned.max_tokens);
         request.sampling.min_tokens = request.sampling.min_tokens.min(planned.max_tokens);

@@ -153,6 +153,7 @@ async fn a_budget_holds_under_200_concurrent_requests_and_events_match_responses
         }));
     }
     let mut spent_by_responses = Decimal::ZERO;
+    let mut cost_by_response_id = std::collections::HashMap::new();
     let (mut ok, mut refused) = (0, 0);
     for task in tasks {
         let r = task.await.unwrap();
@@ -160,6 +161,8 @@ async fn a_budget_holds_under_200_concurrent_requests_and_events_match_responses
             200 => {
                 ok += 1;
                 spent_by_responses += cost_of(&r.json["usage"]);
+                let id = r.json["id"].as_str().unwrap().to_string();
+                cost_by_response_id.insert(id, cost_of(&r.json["usage"]));
             }
             429 => {
                 refused += 1;
@@ -179,6 +182,15 @@ async fn a_budget_holds_under_200_concurrent_requests_and_events_match_responses
         .collect();
     assert_eq!(events.len(), ok);
     assert!(events.iter().all(|e| e.status == Status::Completed));
+    // Each event carries its response's id and that response's cost.
+    for e in &events {
+        assert_eq!(
+            cost_by_response_id.get(e.request_id.as_str()),
+            Some(&e.cost),
+            "{}",
+            e.request_id
+        );
+    }
     let spent_by_events: Decimal = events.iter().map(|e| e.cost).sum();
     assert_eq!(spent_by_events, spent_by_responses);
     assert!(spent_by_events <= budget, "{spent_by_events} > {budget}");

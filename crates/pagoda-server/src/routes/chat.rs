@@ -89,6 +89,7 @@ pub async fn handle(
     let ticket = gateway::admit(
         &state,
         caller.as_ref(),
+        &meta.id,
         common.model.as_deref(),
         std::slice::from_mut(&mut request),
     )

@@ -123,6 +123,7 @@ pub async fn handle(
     let ticket = gateway::admit(
         &state,
         caller.as_ref(),
+        &meta.id,
         common.model.as_deref(),
         &mut requests,
     )
