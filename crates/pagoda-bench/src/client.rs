@@ -60,6 +60,7 @@ struct StreamChunk {
 struct ChunkChoice {
     /// Completions endpoint.
     text: Option<String>,
+    finish_reason: Option<String>,
     /// Chat endpoint.
     delta: Option<ChunkDelta>,
 }
@@ -194,6 +195,8 @@ struct StreamReader {
     parser: SseParser,
     events: Vec<SseEvent>,
     response: StreamedResponse,
+    /// When a choice first reported its finish reason.
+    finished_at: Option<Duration>,
 }
 
 impl StreamReader {
@@ -208,6 +211,7 @@ impl StreamReader {
                 text: String::new(),
                 usage: None,
             },
+            finished_at: None,
         }
     }
 
@@ -224,6 +228,21 @@ impl StreamReader {
         self.parser.finish(&mut self.events);
         self.drain_events(now)?;
         self.response.e2e = self.start.elapsed();
+        let produced = self
+            .response
+            .usage
+            .and_then(|u| u.completion_tokens)
+            .is_some_and(|n| n > 0);
+        if let (true, true, Some(at)) = (
+            self.response.chunk_times.is_empty(),
+            produced,
+            self.finished_at,
+        ) {
+            // The model did produce tokens, with no visible text (a special token, or a
+            // lone byte of a character): the request succeeded, and its first token is the
+            // finishing chunk.
+            self.response.chunk_times.push(at);
+        }
         if self.response.chunk_times.is_empty() {
             return Err(Failure {
                 kind: FailureKind::EmptyOutput,
@@ -255,6 +274,10 @@ impl StreamReader {
             }
             if chunk.usage.is_some() {
                 self.response.usage = chunk.usage;
+            }
+            if self.finished_at.is_none() && chunk.choices.iter().any(|c| c.finish_reason.is_some())
+            {
+                self.finished_at = Some(now);
             }
             let content: String = chunk
                 .choices
@@ -341,6 +364,25 @@ mod tests {
     #[test]
     fn stream_without_content_is_an_empty_output_failure() {
         let failure = read_all(&["data: [DONE]\n\n"]).unwrap_err();
+        assert_eq!(failure.kind, FailureKind::EmptyOutput);
+    }
+
+    #[test]
+    fn tokens_without_visible_text_are_not_a_failure() {
+        let response = read_all(&[
+            "data: {\"choices\":[{\"text\":\"\",\"finish_reason\":\"stop\"}]}\n\n",
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\n",
+            "data: [DONE]\n\n",
+        ])
+        .unwrap();
+        assert_eq!(response.chunk_times.len(), 1);
+        assert_eq!(response.text, "");
+        // Without usage there is no sign a token was made: still a failure.
+        let failure = read_all(&[
+            "data: {\"choices\":[{\"text\":\"\",\"finish_reason\":\"stop\"}]}\n\n",
+            "data: [DONE]\n\n",
+        ])
+        .unwrap_err();
         assert_eq!(failure.kind, FailureKind::EmptyOutput);
     }
 
