@@ -1,6 +1,6 @@
 //! A naive Bayes classifier for prompt injection, the second detector behind the `Detector`
 //! seam. Rules catch the phrasings they were written for and little else (recall 0.11 and
-//! 0.28 on two held-out sets, docs/guardrails.md); word and character-pair statistics learnt
+//! 0.28 on two held-out sets measured untouched, docs/guardrails.md); word and character-pair statistics learnt
 //! from the labelled corpus carry over to paraphrases much better (13/18 and 14/18 with the
 //! rules), but they also flag ordinary text the corpus does not cover ("Mail jane.doe@... or
 //! call ..." scores as an attack), so a tenant opts in with `injection.classifier = true`.

@@ -243,6 +243,13 @@ pub const RULES: &[Rule] = &[
         r"display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*0(?:px|pt|em|rem)?\s*[;\x22']|opacity\s*:\s*0(?:\.0+)?\s*[;\x22']|color\s*:\s*(?:white|#fff(?:fff)?)\s*[;\x22']",
     ),
     rule(
+        // Text a reader never sees (the `hidden` attribute, aria-hidden, inline CSS that hides
+        // it) that speaks to the model: the indirect-injection shape of a web page.
+        "hidden.html_element",
+        0.6,
+        r"<[a-z][a-z0-9]*\b[^>]{0,200}?(?:\shidden\b|aria-hidden\s*=\s*[\x22']?true|display\s*:\s*none|visibility\s*:\s*hidden)[^>]{0,200}>[^<]{0,300}?(?:assistant|\bai\b|language\s+models?|\bllms?\b|\bmodels?\b|instructions|ignore|system|prompt|助手|指令|忽略|模型)",
+    ),
+    rule(
         "hidden.html_comment",
         0.5,
         r"<!--.{0,200}(?:assistant|ai\s|model|instructions|ignore|system|prompt|助手|指令|忽略)",
