@@ -79,3 +79,38 @@ pub struct RequestRecord {
     pub sent_at: Duration,
     pub outcome: Result<Success, Failure>,
 }
+
+/// One line of `requests.jsonl`: a request as measured, for analyses the summary cannot do
+/// (e.g. leaving out the first wave of a closed loop).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RequestLine {
+    /// The load level, as printed in the report.
+    pub level: String,
+    /// Send time in seconds from the start of the measured run.
+    pub sent_s: f64,
+    /// The failure's label (`http_429`, `timeout`, ...) or null.
+    pub error: Option<String>,
+    pub ttft_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+}
+
+impl RequestLine {
+    pub fn of(level: &str, record: &RequestRecord) -> RequestLine {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let (error, success) = match &record.outcome {
+            Ok(s) => (None, Some(s)),
+            Err(f) => (Some(f.kind.label()), None),
+        };
+        RequestLine {
+            level: level.to_string(),
+            sent_s: record.sent_at.as_secs_f64(),
+            error,
+            ttft_ms: success.map(|s| ms(s.ttft)),
+            e2e_ms: success.map(|s| ms(s.e2e)),
+            input_tokens: success.map(|s| s.input_tokens),
+            output_tokens: success.map(|s| s.output_tokens),
+        }
+    }
+}

@@ -4,6 +4,7 @@ use crate::arrivals::Load;
 use crate::cli::{ServeArgs, WorkloadKind};
 use crate::error::BenchError;
 use crate::plot::{self, CdfSeries};
+use crate::record::RequestLine;
 use crate::report::{sweep_table, BenchReport, LatencySamples, RunReport, Slo};
 use crate::runner::{RunSpec, StopAfter};
 use crate::session::{self, LevelPlan};
@@ -32,6 +33,7 @@ pub fn serve(args: ServeArgs) -> Result<BenchReport, BenchError> {
     let runtime = session::runtime()?;
     let mut runs = Vec::new();
     let mut samples = Vec::new();
+    let mut request_lines = Vec::new();
     for (index, load) in loads.iter().enumerate() {
         let plan = LevelPlan {
             spec: RunSpec {
@@ -47,6 +49,8 @@ pub fn serve(args: ServeArgs) -> Result<BenchReport, BenchError> {
         let report = RunReport::from_records(*load, &records, slo);
         println!("{}", report.to_table());
         samples.push(LatencySamples::of(&records.records));
+        let level = load.to_string();
+        request_lines.extend(records.records.iter().map(|r| RequestLine::of(&level, r)));
         runs.push(report);
     }
     if runs.len() > 1 {
@@ -61,7 +65,7 @@ pub fn serve(args: ServeArgs) -> Result<BenchReport, BenchError> {
         workload: describe_workload(&args),
         runs,
     };
-    write_outputs(&args, &report, &samples)?;
+    write_outputs(&args, &report, &samples, &request_lines)?;
     Ok(report)
 }
 
@@ -157,6 +161,7 @@ fn write_outputs(
     args: &ServeArgs,
     report: &BenchReport,
     samples: &[LatencySamples],
+    request_lines: &[RequestLine],
 ) -> Result<(), BenchError> {
     std::fs::create_dir_all(&args.out_dir).map_err(|source| BenchError::WriteFile {
         path: args.out_dir.clone(),
@@ -165,6 +170,17 @@ fn write_outputs(
     let json_path = args.out_dir.join("bench.json");
     report.write(&json_path)?;
     println!("Results written to {}", json_path.display());
+    let lines_path = args.out_dir.join("requests.jsonl");
+    let mut text = String::new();
+    for line in request_lines {
+        text.push_str(&serde_json::to_string(line).expect("a request line serializes"));
+        text.push('\n');
+    }
+    std::fs::write(&lines_path, text).map_err(|source| BenchError::WriteFile {
+        path: lines_path.clone(),
+        source,
+    })?;
+    println!("Per-request figures written to {}", lines_path.display());
     if args.no_plots {
         return Ok(());
     }

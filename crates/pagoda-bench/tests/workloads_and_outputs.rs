@@ -27,6 +27,22 @@ fn sweep_writes_json_cdf_and_sweep_plots() {
         // Floats survive the JSON round trip up to the last bit or so.
         assert!((saved.ttft_ms.p99 - run.ttft_ms.p99).abs() < 1e-9);
     }
+    // One line per measured request, in send order within each level.
+    let lines: Vec<pagoda_bench::record::RequestLine> =
+        std::fs::read_to_string(dir.join("requests.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+    assert_eq!(lines.len(), 16);
+    assert_eq!(lines[0].level, "concurrency 1");
+    assert_eq!(lines[8].level, "concurrency 4");
+    for level in lines.chunks(8) {
+        assert!(level.windows(2).all(|w| w[0].sent_s <= w[1].sent_s));
+        assert!(level.iter().all(|l| l.error.is_none()
+            && l.ttft_ms.unwrap() > 0.0
+            && l.e2e_ms.unwrap() >= l.ttft_ms.unwrap()));
+    }
     for plot in ["latency_cdf.svg", "sweep.svg"] {
         let svg = std::fs::read_to_string(dir.join(plot)).unwrap();
         assert!(svg.contains("<svg") && svg.contains("polyline"), "{plot}");
