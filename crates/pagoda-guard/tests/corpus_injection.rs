@@ -70,11 +70,17 @@ fn injection_recall_and_false_positives_meet_the_floors() {
     assert!(fp_rate <= 0.05, "false-positive rate {fp_rate:.3}");
 }
 
-/// Recall and false positives of one labelled file, printed; returns (recall, fp, benign).
+/// Recall and false positives of the rules on one labelled file, printed; returns
+/// (recall, fp, benign).
 fn measure(name: &str) -> (f64, usize, usize) {
+    let (c, fp, benign) = measure_with(&RuleDetector::new(), name);
+    (c.recall(), fp, benign)
+}
+
+/// Hits of `detector` on one labelled file, printed; returns (counts, fp, benign).
+fn measure_with(detector: &dyn Detector, name: &str) -> (Counts, usize, usize) {
     let lines = corpus(name);
     let threshold = Policy::default().injection_threshold;
-    let detector = RuleDetector::new();
     let (mut c, mut benign, mut fp) = (Counts::default(), 0usize, 0usize);
     for line in &lines {
         let text = line["text"].as_str().unwrap();
@@ -104,7 +110,7 @@ fn measure(name: &str) -> (f64, usize, usize) {
         c.tp,
         c.tp + c.fn_
     );
-    (c.recall(), fp, benign)
+    (c, fp, benign)
 }
 
 /// `injection_heldout.jsonl` was measured once untouched (recall 0.536) and then used for
@@ -211,40 +217,13 @@ fn combined_detector_meets_the_floors_under_cross_validation() {
 #[test]
 fn combined_detector_on_the_untouched_held_out_sets() {
     let detector = Combined::rules_and_classifier();
-    let threshold = Policy::default().injection_threshold;
-    let mut results = Vec::new();
-    for name in ["injection_heldout2.jsonl", "injection_heldout3.jsonl"] {
-        let (mut c, mut fp, mut benign) = (Counts::default(), 0usize, 0usize);
-        for line in corpus(name) {
-            let text = line["text"].as_str().unwrap();
-            let v = detector.detect(text);
-            let flagged = v.score >= threshold;
-            if line["label"] == "injection" {
-                if flagged {
-                    c.tp += 1;
-                } else {
-                    c.fn_ += 1;
-                    println!("{name} combined MISSED ({:.2}): {text}", v.score);
-                }
-            } else {
-                benign += 1;
-                if flagged {
-                    fp += 1;
-                    println!(
-                        "{name} combined FALSE POSITIVE ({:.2} {:?}): {text}",
-                        v.score, v.rules
-                    );
-                }
-            }
-        }
-        println!(
-            "{name} combined: recall {:.3} ({} of {}), false positives {fp}/{benign}",
-            c.recall(),
-            c.tp,
-            c.tp + c.fn_
-        );
-        results.push((c.tp, fp));
-    }
+    let results: Vec<(usize, usize)> = ["injection_heldout2.jsonl", "injection_heldout3.jsonl"]
+        .iter()
+        .map(|name| {
+            let (c, fp, _) = measure_with(&detector, name);
+            (c.tp, fp)
+        })
+        .collect();
     assert!(results[0].0 >= 13 && results[0].1 == 0, "{results:?}");
     assert!(results[1].0 >= 14 && results[1].1 <= 2, "{results:?}");
 }
