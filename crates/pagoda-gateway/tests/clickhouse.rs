@@ -206,9 +206,14 @@ async fn a_hundred_thousand_events_arrive_exactly_once_across_a_clickhouse_crash
     };
     // Whether the rest of the first 50,000 got out before the kill depends on timing;
     // these 30,000 are recorded while ClickHouse is down, so they can only go to the spool.
-    for e in &events[50_000..80_000] {
+    let (spooled, in_spool) = tokio::sync::oneshot::channel();
+    for e in &events[50_000..79_999] {
         sink.record(e.clone(), None);
     }
+    sink.record(events[79_999].clone(), Some(spooled));
+    // Ask only once they are in the spool: before that, "everything spooled is delivered"
+    // can be true of the first 50,000 alone (the failure CI once saw).
+    in_spool.await.unwrap();
     assert!(
         !first.delivered(Duration::from_millis(200)).await,
         "events recorded while ClickHouse is down cannot be delivered"
