@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use common::gateway::{cost_of, dec, post, GatewayServer, PRICES};
 use common::MODEL;
 use pagoda_gateway::sink::sqlite::read_events;
+use pagoda_gateway::TenantId;
 use rust_decimal::Decimal;
 use serde_json::json;
 
@@ -101,16 +102,26 @@ async fn two_replicas_share_one_token_rate_and_one_budget_through_redis() {
     // The token rate fits exactly 40 requests a minute, the budget 25.5 requests.
     let budget = cost * dec("25.5");
     std::thread::sleep(Duration::from_millis(20));
+    // Written whole and renamed into place, so the policy watchers never read half a file.
+    let staged = dir.path().join("gateway.toml.new");
     std::fs::write(
-        &a.policy,
+        &staged,
         format!(
             "{PRICES}\n[tenants.probe]\n[tenants.tok]\ntokens_per_minute = {}\n[tenants.bud]\nbudget = {{ daily = \"{budget}\" }}\n",
             40 * tokens
         ),
     )
     .unwrap();
-    assert!(a.gateway.reload_policy().unwrap());
-    assert!(b.gateway.reload_policy().unwrap());
+    std::fs::rename(&staged, &a.policy).unwrap();
+    for replica in [&a, &b] {
+        // Either this call or the replica's own watcher (every 50 ms) loads the new file.
+        replica.gateway.reload_policy().unwrap();
+        let policy = replica.gateway.policy();
+        assert_eq!(
+            policy.tenant(&TenantId::new("tok")).tokens_per_minute,
+            Some(40 * tokens)
+        );
+    }
     let (tok, bud) = (a.key("tok"), a.key("bud"));
 
     let started = Instant::now();
