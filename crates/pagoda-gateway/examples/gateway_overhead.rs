@@ -104,7 +104,7 @@ async fn one_request(gateway: Arc<Gateway>, header: String) -> (Duration, Durati
     let ticket = admitted.ticket;
     let before_engine = t0.elapsed();
     ticket.submitted();
-    ticket.on_tokens(0, 0, 1);
+    ticket.on_tokens(0, 0, 1, Some(0));
     let done = ticket.on_finished(
         0,
         0,

@@ -34,6 +34,8 @@ pub struct ChoiceEnd<'a> {
 #[derive(Debug, Default, Clone)]
 struct Choice {
     streamed: u64,
+    /// Prompt tokens the engine found cached, once it says (before the choice ends).
+    cached: Option<u64>,
     end: Option<Ended>,
 }
 
@@ -129,16 +131,18 @@ impl Ticket {
         self.progress().submitted = true;
     }
 
-    pub fn on_tokens(&self, prompt: usize, choice: usize, tokens: usize) {
-        if tokens == 0 {
-            return;
-        }
+    /// Tokens streamed for one choice, and the prompt tokens the engine found cached for it
+    /// when it knows them.
+    pub fn on_tokens(&self, prompt: usize, choice: usize, tokens: usize, cached: Option<usize>) {
         let elapsed = self.started.elapsed();
         let mut p = self.progress();
-        p.first_token.get_or_insert(elapsed);
+        if tokens > 0 {
+            p.first_token.get_or_insert(elapsed);
+        }
         if let Some(i) = p.offsets.get(prompt).map(|o| o + choice) {
             if let Some(c) = p.choices.get_mut(i) {
                 c.streamed += tokens as u64;
+                c.cached = c.cached.or(cached.map(|n| n as u64));
             }
         }
     }
@@ -238,13 +242,19 @@ impl Ticket {
         if status != Status::Rejected {
             for (prompt, &offset) in p.offsets.iter().enumerate() {
                 // The prompt is billed once per prompt (its choices share it), from the
-                // engine's figures if its first choice finished, else in full and uncached.
-                match &p.choices[offset].end {
+                // engine's figures if its first choice finished, else in full, cached as far
+                // as the engine said before the abort (uncached if it never ran).
+                let first = &p.choices[offset];
+                let prompt_tokens = p.prompt_tokens[prompt] as u64;
+                match &first.end {
                     Some(end) => {
                         usage.prompt += end.prompt;
                         usage.cached += end.cached;
                     }
-                    None => usage.prompt += p.prompt_tokens[prompt] as u64,
+                    None => {
+                        usage.prompt += prompt_tokens;
+                        usage.cached += first.cached.unwrap_or(0).min(prompt_tokens);
+                    }
                 }
             }
             for c in &p.choices {

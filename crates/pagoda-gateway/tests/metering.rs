@@ -47,7 +47,7 @@ async fn a_committed_event_is_on_disk_when_commit_returns() {
         let admitted = gw.admit(&caller, "m", &mut plan).await.unwrap();
         let ticket = admitted.ticket;
         ticket.submitted();
-        ticket.on_tokens(0, 0, 5);
+        ticket.on_tokens(0, 0, 5, None);
         assert!(ticket.on_finished(0, 0, end(10, 5)));
         ticket.commit().await;
         // Read through a connection of our own, right away.

@@ -25,6 +25,8 @@ struct ActiveRequest {
     stops: StopStringMatcher,
     submitted: Instant,
     first_scheduled: Option<Instant>,
+    /// From the first admission, as the scheduler reports it at the end.
+    cached_tokens: Option<usize>,
     first_token: Option<Instant>,
     compute: Duration,
     wants_logprobs: bool,
@@ -108,6 +110,7 @@ impl EngineCore {
                     stops,
                     submitted,
                     first_scheduled: None,
+                    cached_tokens: None,
                     first_token: None,
                     compute: Duration::ZERO,
                     wants_logprobs: request.sampling.logprobs.is_some(),
@@ -189,6 +192,9 @@ impl EngineCore {
         for entry in &batch.requests {
             if let Some(active) = self.active.get_mut(&entry.id) {
                 active.first_scheduled.get_or_insert(now);
+                if let Some(cached) = entry.num_cached_tokens {
+                    active.cached_tokens.get_or_insert(cached);
+                }
             }
             if let Some(request) = self.scheduler.request(entry.id) {
                 let prompt = request.num_prompt_tokens();
@@ -291,6 +297,7 @@ impl EngineCore {
                 token_ids: vec![token.token],
                 text,
                 logprobs,
+                cached_tokens: active.cached_tokens,
                 finished: completion,
             });
             if done.is_some() {

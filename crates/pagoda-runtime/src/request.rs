@@ -74,6 +74,9 @@ pub struct RequestOutput {
     /// prefixes are not in it yet).
     pub text: String,
     pub logprobs: Vec<TokenLogprob>,
+    /// Prompt tokens served from the prefix cache, known from the request's first scheduled
+    /// step on: a meter can then bill an aborted request's prompt as it was computed.
+    pub cached_tokens: Option<usize>,
     pub finished: Option<Completion>,
 }
 
@@ -85,6 +88,7 @@ impl RequestOutput {
             token_ids: Vec::new(),
             text: String::new(),
             logprobs: Vec::new(),
+            cached_tokens: Some(completion.usage.cached_tokens),
             finished: Some(completion),
         }
     }

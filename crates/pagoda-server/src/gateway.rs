@@ -133,7 +133,12 @@ pub fn attach(mut streams: Vec<Tracked>, ticket: Option<Arc<Ticket>>) -> Vec<Tra
 /// committed before this returns, so the response's last bytes leave after it is durable.
 pub async fn observe(ticket: Option<&Ticket>, prompt_index: usize, out: &RequestOutput) {
     let Some(ticket) = ticket else { return };
-    ticket.on_tokens(prompt_index, out.index, out.token_ids.len());
+    ticket.on_tokens(
+        prompt_index,
+        out.index,
+        out.token_ids.len(),
+        out.cached_tokens,
+    );
     let Some(done) = &out.finished else { return };
     let end = ChoiceEnd {
         prompt_tokens: done.usage.prompt_tokens,

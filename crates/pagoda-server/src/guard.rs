@@ -347,6 +347,7 @@ mod tests {
             token_ids: vec![1],
             text: text.into(),
             logprobs: Vec::new(),
+            cached_tokens: None,
             finished: last.then(|| Completion {
                 finish_reason: FinishReason::Stop,
                 usage: Usage::default(),

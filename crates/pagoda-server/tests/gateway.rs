@@ -248,7 +248,23 @@ async fn a_budget_holds_under_200_concurrent_requests_and_events_match_responses
 async fn an_aborted_stream_is_billed_for_what_it_produced_and_frees_its_slot() {
     let s = GatewayServer::start(&format!("{PRICES}\n[tenants.acme]\nmax_concurrent = 1\n")).await;
     let key = s.key("acme");
-    let mut body = completion("Once upon a time", 500);
+    // A prompt of several KV blocks, served twice first: the second time from the cache.
+    let prompt = "Once upon a time a keeper climbed the stairs of the old pagoda. ".repeat(6);
+    let mut cached = 0;
+    for _ in 0..2 {
+        let r = s
+            .post(Some(&key), "/v1/completions", completion(&prompt, 1))
+            .await;
+        assert_eq!(r.status, 200, "{}", r.json);
+        cached = r.json["usage"]["prompt_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .unwrap();
+    }
+    assert!(
+        cached > 0,
+        "the repeated prompt was not served from the cache"
+    );
+    let mut body = completion(&prompt, 300);
     body["stream"] = json!(true);
     body["ignore_eos"] = json!(true);
     let response = s
@@ -289,12 +305,15 @@ async fn an_aborted_stream_is_billed_for_what_it_produced_and_frees_its_slot() {
     assert_eq!(aborted.len(), 1, "{events:?}");
     let e = aborted[0];
     assert!(
-        e.completion_tokens >= 1 && e.completion_tokens < 500,
+        e.completion_tokens >= 1 && e.completion_tokens < 300,
         "{e:?}"
     );
-    assert!(e.prompt_tokens > 0);
+    assert!(e.prompt_tokens > cached);
+    // Its prompt came from the cache as well, and is billed as such although it never ended.
+    assert_eq!(e.cached_tokens, cached);
     assert_eq!(e.finish_reason.as_deref(), Some("abort"));
-    let expected = (Decimal::from(e.prompt_tokens) * dec("0.50")
+    let expected = (Decimal::from(e.prompt_tokens - cached) * dec("0.50")
+        + Decimal::from(cached) * dec("0.05")
         + Decimal::from(e.completion_tokens) * dec("1.50"))
         / Decimal::from(1_000_000u64);
     assert_eq!(e.cost, expected);
