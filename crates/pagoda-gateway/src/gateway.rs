@@ -13,7 +13,7 @@ use crate::error::GatewayError;
 use crate::ids::{KeyId, RequestId, TenantId};
 use crate::keys::KeyStore;
 use crate::limits::{Limiter, LocalLimiter, RedisLimiter, Reservation};
-use crate::policy::{Policy, PolicyStore};
+use crate::policy::{Policy, PolicyStore, TenantPolicy};
 use crate::sink::{ClickHouseSink, JsonlSink, Sink, SinkSpec, SqliteSink};
 use crate::stats::TenantStats;
 use crate::ticket::Ticket;
@@ -228,13 +228,8 @@ impl Gateway {
     ) -> Result<Admitted, GatewayError> {
         let result = self.try_admit(request_id, caller, model, prompts).await;
         if let Err(e) = &result {
-            let reason = match e {
-                GatewayError::RateLimited { .. } => "rate_limit",
-                GatewayError::QuotaExhausted { .. } => "quota",
-                GatewayError::ModelForbidden { .. } => "forbidden",
-                _ => "invalid",
-            };
-            self.stats.refused(caller.tenant.as_str(), reason);
+            self.stats
+                .refused(caller.tenant.as_str(), refusal_reason(e));
         }
         result
     }
@@ -254,6 +249,7 @@ impl Gateway {
                 model: model.to_string(),
             });
         }
+        let sequences = check_sequences(&tenant, prompts)?;
         let mut prompt_total = 0u64;
         let mut completion_total = 0u64;
         for p in prompts.iter_mut() {
@@ -268,8 +264,10 @@ impl Gateway {
             if let Some(cap) = tenant.max_tokens {
                 p.max_tokens = p.max_tokens.min(cap);
             }
-            prompt_total += p.prompt_tokens as u64;
-            completion_total += (p.max_tokens * p.n.max(1)) as u64;
+            // Saturating: a client's numbers must never wrap into a small reservation.
+            prompt_total = prompt_total.saturating_add(p.prompt_tokens as u64);
+            completion_total = completion_total
+                .saturating_add((p.max_tokens as u64).saturating_mul(p.n.max(1) as u64));
         }
         let price = policy.price(model);
         let now = now_ms();
@@ -278,7 +276,8 @@ impl Gateway {
             prompt_total + completion_total,
             price.max_cost(prompt_total, completion_total),
             now,
-        );
+        )
+        .with_sequences(sequences);
         let spend = self.limiter.reserve(&tenant, &reservation, now).await?;
         self.alerts
             .check(&tenant, &reservation, spend, &policy.currency);
@@ -306,6 +305,38 @@ impl Gateway {
         })
     }
 
+    /// The checks that need no token count, before the server spends CPU on guard scans,
+    /// template rendering and tokenization: the key's model, the request's sequences against
+    /// the tenant's concurrency limit, and (in process) whether the tenant is already out of
+    /// request rate, token rate, concurrency or hard budget. Takes nothing: `admit` still
+    /// checks and reserves atomically.
+    pub fn precheck(
+        &self,
+        caller: &Caller,
+        model: &str,
+        prompts: &[PlannedPrompt],
+    ) -> Result<(), GatewayError> {
+        let policy = self.policy();
+        let tenant = policy.tenant(&caller.tenant);
+        if !tenant.allows_model(model) {
+            return Err(GatewayError::ModelForbidden {
+                tenant: caller.tenant.to_string(),
+                model: model.to_string(),
+            });
+        }
+        let sequences = check_sequences(tenant, prompts)?;
+        let result = match &self.limiter {
+            Limiter::Local(l) => l.precheck(tenant, &caller.tenant, sequences, now_ms()),
+            // Redis counters are checked by the one atomic script at admission.
+            Limiter::Redis(_) => Ok(()),
+        };
+        if let Err(e) = &result {
+            self.stats
+                .refused(caller.tenant.as_str(), refusal_reason(e));
+        }
+        result
+    }
+
     pub async fn usage(&self, query: &UsageQuery) -> Result<Vec<UsageRow>, GatewayError> {
         self.sink.usage(query).await
     }
@@ -331,4 +362,30 @@ pub fn open_sink(spec: &SinkSpec, db: &std::path::Path) -> Result<Sink, GatewayE
             &db.with_extension("clickhouse-spool"),
         )?),
     })
+}
+
+fn refusal_reason(e: &GatewayError) -> &'static str {
+    match e {
+        GatewayError::RateLimited { .. } => "rate_limit",
+        GatewayError::QuotaExhausted { .. } => "quota",
+        GatewayError::ModelForbidden { .. } => "forbidden",
+        _ => "invalid",
+    }
+}
+
+/// The sequences a request runs at once (prompts x n); more than the tenant's concurrency
+/// limit can never be admitted, so that is a bad request rather than a busy tenant.
+fn check_sequences(tenant: &TenantPolicy, prompts: &[PlannedPrompt]) -> Result<u64, GatewayError> {
+    let sequences = prompts
+        .iter()
+        .fold(0u64, |total, p| total.saturating_add(p.n.max(1) as u64));
+    match tenant.max_concurrent {
+        Some(max) if sequences > max => Err(GatewayError::invalid(
+            "n",
+            format!(
+                "the request runs {sequences} sequences (prompts x n) at once; this key's limit is {max}"
+            ),
+        )),
+        _ => Ok(sequences),
+    }
 }

@@ -74,7 +74,7 @@ impl LocalLimiter {
         let mut tenants = self.tenants.lock().unwrap_or_else(|e| e.into_inner());
         let state = tenants.entry(r.tenant.clone()).or_default();
         if let Some(max) = policy.max_concurrent {
-            if state.in_flight >= max {
+            if state.in_flight.saturating_add(r.sequences) > max {
                 return Err(GatewayError::RateLimited {
                     limit: Limit::Concurrency,
                     retry_after: Duration::from_secs(1),
@@ -111,13 +111,52 @@ impl LocalLimiter {
         if let (Some(bucket), true) = (state.tokens.as_mut(), tokens) {
             bucket.take(r.tokens);
         }
-        state.in_flight += 1;
+        state.in_flight = state.in_flight.saturating_add(r.sequences);
         *state.day.at(r.day) += r.cost;
         *state.month.at(r.month) += r.cost;
         Ok(Spend {
             day: state.day.spent,
             month: state.month.spent,
         })
+    }
+
+    /// Whether `reserve` could pass for a request of `sequences` sequences, without taking
+    /// anything: refuses a tenant that is already out of concurrency, request rate, token
+    /// rate or hard budget before the server spends CPU on the request.
+    pub fn precheck(
+        &self,
+        policy: &TenantPolicy,
+        tenant: &TenantId,
+        sequences: u64,
+        now_ms: i64,
+    ) -> Result<(), GatewayError> {
+        let mut tenants = self.tenants.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(state) = tenants.get_mut(tenant) else {
+            return Ok(());
+        };
+        if let Some(max) = policy.max_concurrent {
+            if state.in_flight.saturating_add(sequences) > max {
+                return Err(limited(Limit::Concurrency, Duration::from_secs(1)));
+            }
+        }
+        rate(&mut state.requests, policy.requests_per_minute, 1, now_ms)
+            .map_err(|w| limited(Limit::RequestsPerMinute, w))?;
+        // At least one token must be left; the request's own count is checked at admission.
+        rate(&mut state.tokens, policy.tokens_per_minute, 1, now_ms)
+            .map_err(|w| limited(Limit::TokensPerMinute, w))?;
+        for (period, ledger) in [(Period::Day, &state.day), (Period::Month, &state.month)] {
+            let current = ledger.key == period.key(now_ms);
+            if let (Some(limit), true) = (hard_limit(policy, period), current) {
+                if ledger.spent >= limit {
+                    return Err(GatewayError::QuotaExhausted {
+                        tenant: tenant.to_string(),
+                        period: period.name(),
+                        retry_after: period.until_end(now_ms),
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     pub fn settle(
@@ -130,7 +169,7 @@ impl LocalLimiter {
     ) -> Spend {
         let mut tenants = self.tenants.lock().unwrap_or_else(|e| e.into_inner());
         let state = tenants.entry(r.tenant.clone()).or_default();
-        state.in_flight = state.in_flight.saturating_sub(1);
+        state.in_flight = state.in_flight.saturating_sub(r.sequences);
         if let (Some(bucket), Some(limit)) = (state.tokens.as_mut(), policy.tokens_per_minute) {
             bucket.give_back(limit, r.tokens.saturating_sub(tokens), now_ms);
         }
@@ -236,5 +275,54 @@ mod tests {
         // Unused tokens flow back at settlement.
         l.settle(&p, &r, 0, Decimal::ZERO, 0);
         assert!(l.reserve(&p, &r, 0).is_ok());
+    }
+
+    #[test]
+    fn concurrency_counts_sequences_not_requests() {
+        let p = policy("[tenants.t]\nmax_concurrent = 8\n");
+        let l = LocalLimiter::new();
+        let wide = Reservation::new(TenantId::new("t"), 10, Decimal::ZERO, 0).with_sequences(6);
+        l.reserve(&p, &wide, 0).unwrap();
+        let three = Reservation::new(TenantId::new("t"), 10, Decimal::ZERO, 0).with_sequences(3);
+        assert!(matches!(
+            l.reserve(&p, &three, 0),
+            Err(GatewayError::RateLimited {
+                limit: Limit::Concurrency,
+                ..
+            })
+        ));
+        assert!(l.precheck(&p, &TenantId::new("t"), 3, 0).is_err());
+        assert!(l.precheck(&p, &TenantId::new("t"), 2, 0).is_ok());
+        l.settle(&p, &wide, 10, Decimal::ZERO, 0);
+        l.reserve(&p, &three, 0).unwrap();
+        assert!(l.precheck(&p, &TenantId::new("t"), 5, 0).is_ok());
+        assert!(l.precheck(&p, &TenantId::new("t"), 6, 0).is_err());
+    }
+
+    #[test]
+    fn precheck_refuses_a_tenant_already_out_of_rate_or_budget_and_takes_nothing() {
+        let p = policy("[tenants.t]\nrequests_per_minute = 2\nbudget = { daily = \"1.00\" }\n");
+        let l = LocalLimiter::new();
+        let t = TenantId::new("t");
+        let r = Reservation::new(t.clone(), 10, Decimal::from_str("0.60").unwrap(), 0);
+        for _ in 0..5 {
+            l.precheck(&p, &t, 1, 0).unwrap();
+        }
+        l.reserve(&p, &r, 0).unwrap();
+        l.settle(&p, &r, 10, Decimal::from_str("1.00").unwrap(), 0);
+        assert!(matches!(
+            l.precheck(&p, &t, 1, 0),
+            Err(GatewayError::QuotaExhausted { .. })
+        ));
+        let p = policy("[tenants.t]\nrequests_per_minute = 1\n");
+        let l = LocalLimiter::new();
+        l.reserve(&p, &r, 0).unwrap();
+        assert!(matches!(
+            l.precheck(&p, &t, 1, 0),
+            Err(GatewayError::RateLimited {
+                limit: Limit::RequestsPerMinute,
+                ..
+            })
+        ));
     }
 }

@@ -22,6 +22,8 @@ pub struct Reservation {
     pub tenant: TenantId,
     /// Prompt tokens plus every choice's max_tokens.
     pub tokens: u64,
+    /// Sequences it runs at once (prompts x n): what the tenant's concurrency limit counts.
+    pub sequences: u64,
     /// The most the request can cost.
     pub cost: Decimal,
     /// The budget periods it was admitted in; its cost is charged to these.
@@ -30,10 +32,17 @@ pub struct Reservation {
 }
 
 impl Reservation {
+    /// The same reservation for a request that runs `sequences` sequences at once.
+    pub fn with_sequences(mut self, sequences: u64) -> Reservation {
+        self.sequences = sequences.max(1);
+        self
+    }
+
     pub fn new(tenant: TenantId, tokens: u64, cost: Decimal, now_ms: i64) -> Reservation {
         Reservation {
             tenant,
             tokens,
+            sequences: 1,
             cost,
             day: Period::Day.key(now_ms),
             month: Period::Month.key(now_ms),

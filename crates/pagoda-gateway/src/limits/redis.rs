@@ -29,8 +29,9 @@ end
 local rpm, tpm, conc = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local tokens, cost = tonumber(ARGV[4]), tonumber(ARGV[5])
 local day_limit, month_limit = tonumber(ARGV[6]), tonumber(ARGV[7])
+local seqs = tonumber(ARGV[8])
 local inflight = tonumber(redis.call('GET', KEYS[3]) or '0')
-if conc >= 0 and inflight >= conc then return {3, 1000} end
+if conc >= 0 and inflight + seqs > conc then return {3, 1000} end
 local rl, tl
 if rpm >= 0 then
   rl = level(KEYS[1], rpm)
@@ -53,7 +54,7 @@ if tpm >= 0 then
   redis.call('HSET', KEYS[2], 'level', tostring(tl - tokens), 'ts', now)
   redis.call('PEXPIRE', KEYS[2], 120000)
 end
-redis.call('INCR', KEYS[3])
+redis.call('INCRBY', KEYS[3], seqs)
 redis.call('EXPIRE', KEYS[3], 86400)
 day = redis.call('INCRBY', KEYS[4], ARGV[5])
 redis.call('EXPIRE', KEYS[4], 3 * 86400)
@@ -65,8 +66,9 @@ return {0, 0, tostring(day), tostring(month)}
 const SETTLE: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local tpm, refund = tonumber(ARGV[1]), tonumber(ARGV[2])
-if tonumber(redis.call('GET', KEYS[2]) or '0') > 0 then redis.call('DECR', KEYS[2]) end
+local tpm, refund, seqs = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[4])
+local inflight = tonumber(redis.call('GET', KEYS[2]) or '0')
+if inflight > 0 then redis.call('DECRBY', KEYS[2], math.min(inflight, seqs)) end
 if tpm >= 0 and refund > 0 then
   local v = redis.call('HMGET', KEYS[1], 'level', 'ts')
   local lv, ts = tonumber(v[1]), tonumber(v[2])
@@ -157,6 +159,7 @@ impl RedisLimiter {
             .arg(nanos_up(r.cost))
             .arg(limit(Period::Day))
             .arg(limit(Period::Month))
+            .arg(r.sequences)
             .invoke_async(&mut conn)
             .await?;
         let int = |i: usize| match reply.get(i) {
@@ -219,6 +222,7 @@ impl RedisLimiter {
             .arg(limit_arg(policy.tokens_per_minute))
             .arg(r.tokens.saturating_sub(tokens))
             .arg(nanos_up(cost) - nanos_up(r.cost))
+            .arg(r.sequences)
             .invoke_async(&mut conn)
             .await?;
         Ok(Spend {
