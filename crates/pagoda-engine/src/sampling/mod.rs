@@ -6,6 +6,6 @@ mod processors;
 pub mod rng;
 pub mod sampler;
 
-pub use params::{InvalidParam, SamplingParams, MAX_LOGPROBS};
+pub use params::{InvalidParam, SamplingParams, MAX_LOGPROBS, MIN_SAMPLING_TEMPERATURE};
 pub use rng::SamplerRng;
 pub use sampler::{SampleInput, SampledToken, Sampler};

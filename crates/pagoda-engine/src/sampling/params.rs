@@ -6,6 +6,10 @@ use std::collections::BTreeMap;
 /// Most alternatives a request may ask for per token (OpenAI's `top_logprobs` limit).
 pub const MAX_LOGPROBS: usize = 20;
 
+/// Temperatures below this sample greedily, as vLLM does: dividing logits by a smaller one
+/// would overflow them to infinities and leave nothing to draw from.
+pub const MIN_SAMPLING_TEMPERATURE: f32 = 1e-5;
+
 /// A sampling parameter that is out of range, naming the field as the API spells it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid sampling parameter `{field}`: {reason}")]
@@ -24,7 +28,7 @@ fn invalid(field: &'static str, reason: impl Into<String>) -> InvalidParam {
 /// How to pick each next token and when to stop.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SamplingParams {
-    /// 0 means greedy (argmax).
+    /// 0 (or anything below `MIN_SAMPLING_TEMPERATURE`) means greedy (argmax).
     pub temperature: f32,
     /// Keep only the `k` most likely tokens; `None` keeps all.
     pub top_k: Option<usize>,
@@ -91,8 +95,10 @@ impl SamplingParams {
         }
     }
 
+    /// Temperatures below `MIN_SAMPLING_TEMPERATURE` are greedy. A NaN temperature (which
+    /// `validate` rejects) also counts as greedy, so the sampler never divides by it.
     pub fn is_greedy(&self) -> bool {
-        self.temperature == 0.0
+        self.temperature.is_nan() || self.temperature < MIN_SAMPLING_TEMPERATURE
     }
 
     /// Checks every field's range. Token ids are checked against the vocabulary by
@@ -213,6 +219,25 @@ mod tests {
     fn the_defaults_are_valid() {
         assert_eq!(SamplingParams::default().validate(), Ok(()));
         assert_eq!(SamplingParams::greedy(4).validate(), Ok(()));
+    }
+
+    #[test]
+    fn temperatures_below_the_minimum_are_greedy() {
+        let with = |temperature| SamplingParams {
+            temperature,
+            ..SamplingParams::default()
+        };
+        assert!(with(0.0).is_greedy());
+        assert!(with(1e-39).is_greedy());
+        assert!(with(9.9e-6).is_greedy());
+        assert!(with(f32::NAN).is_greedy());
+        assert!(!with(MIN_SAMPLING_TEMPERATURE).is_greedy());
+        assert!(!with(1.0).is_greedy());
+        assert_eq!(
+            with(1e-39).validate(),
+            Ok(()),
+            "tiny temperatures stay valid"
+        );
     }
 
     #[test]

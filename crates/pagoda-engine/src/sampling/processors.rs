@@ -57,9 +57,12 @@ pub(super) fn apply_penalties(
         scratch.extend_from_slice(output);
         scratch.sort_unstable();
         for run in scratch.chunk_by(|a, b| a == b) {
+            let Some(&token) = run.first() else {
+                continue;
+            };
             let count = run.len() as f32;
             let penalty = params.presence_penalty + params.frequency_penalty * count;
-            set(logits, run[0], |x| x - penalty);
+            set(logits, token, |x| x - penalty);
         }
     }
 }

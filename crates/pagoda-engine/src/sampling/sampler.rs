@@ -6,6 +6,10 @@
 //! Logprobs (the chosen token's and the top-N alternatives) are those of the raw model output,
 //! `log_softmax` of the row before any processing, as vLLM reports them by default: they describe
 //! the model, not the sampling settings, and stay comparable across requests.
+//!
+//! Nothing a request sends can make it panic: a NaN logit counts as masked, infinities are
+//! handled explicitly, temperatures too small to divide by are greedy, and a row whose every
+//! token is masked falls back to the unbiased argmax.
 
 use super::params::SamplingParams;
 use super::processors::{apply_logit_bias, apply_penalties, mask_stop_tokens_before_min};
@@ -26,7 +30,7 @@ pub struct SampleInput<'a> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct SampledToken {
     pub token: TokenId,
-    /// Raw-model logprob of `token`.
+    /// Raw-model logprob of `token`; never NaN (`-inf` for a token the model rules out).
     pub logprob: f32,
     /// The `params.logprobs` most likely tokens under the raw model, most likely first (ties:
     /// lower id first); empty when not asked for.
@@ -41,25 +45,68 @@ pub struct Sampler {
     candidates: Vec<(TokenId, f32)>,
 }
 
+/// A logit that can never be picked.
+fn is_masked(x: f32) -> bool {
+    x.is_nan() || x == f32::NEG_INFINITY
+}
+
 /// Larger logit first; equal logits by lower token id, so results never depend on sort order.
 fn by_logit_desc(a: &(TokenId, f32), b: &(TokenId, f32)) -> Ordering {
     b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
 }
 
-fn log_sum_exp(row: &[f32]) -> f32 {
-    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    if max == f32::NEG_INFINITY {
-        return max;
-    }
-    let sum: f64 = row.iter().map(|&x| f64::from(x - max).exp()).sum();
-    max + sum.ln() as f32
+/// `log_softmax` of a raw row, evaluated one token at a time. NaN logits count as `-inf`; if
+/// some logits are `+inf`, they share all the probability.
+struct LogSoftmax {
+    max: f32,
+    /// `max + ln(sum(exp(x - max)))` when `max` is finite.
+    lse: f32,
+    /// How many logits are `+inf` when `max` is.
+    num_infinite: usize,
 }
 
-/// Index of the largest finite-or-infinite logit, ties to the lower id; NaN never wins.
+impl LogSoftmax {
+    fn new(row: &[f32]) -> Self {
+        // f32::max ignores NaN.
+        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut dist = Self {
+            max,
+            lse: max,
+            num_infinite: 0,
+        };
+        if max == f32::INFINITY {
+            dist.num_infinite = row.iter().filter(|&&x| x == f32::INFINITY).count();
+        } else if max.is_finite() {
+            let sum: f64 = row
+                .iter()
+                .filter(|x| !x.is_nan())
+                .map(|&x| f64::from(x - max).exp())
+                .sum();
+            dist.lse = max + sum.ln() as f32;
+        }
+        dist
+    }
+
+    fn logprob(&self, x: f32) -> f32 {
+        if x.is_nan() || self.max == f32::NEG_INFINITY {
+            f32::NEG_INFINITY
+        } else if self.max == f32::INFINITY {
+            if x == f32::INFINITY {
+                -(self.num_infinite as f32).ln()
+            } else {
+                f32::NEG_INFINITY
+            }
+        } else {
+            x - self.lse
+        }
+    }
+}
+
+/// Index of the largest unmasked logit, ties to the lower id.
 fn argmax(row: &[f32]) -> Option<TokenId> {
     let mut best: Option<(TokenId, f32)> = None;
     for (i, &x) in row.iter().enumerate() {
-        if x.is_nan() || x == f32::NEG_INFINITY {
+        if is_masked(x) {
             continue;
         }
         if best.is_none_or(|(_, b)| x > b) {
@@ -69,7 +116,9 @@ fn argmax(row: &[f32]) -> Option<TokenId> {
     best.map(|(i, _)| i)
 }
 
-fn top_n(row: &[f32], n: usize, lse: f32) -> Vec<(TokenId, f32)> {
+/// The `n` most likely tokens of a raw row with their logprobs.
+fn top_n(row: &[f32], n: usize, dist: &LogSoftmax) -> Vec<(TokenId, f32)> {
+    let n = n.min(row.len());
     let mut top: Vec<(TokenId, f32)> = Vec::with_capacity(n + 1);
     if n == 0 {
         return top;
@@ -79,14 +128,18 @@ fn top_n(row: &[f32], n: usize, lse: f32) -> Vec<(TokenId, f32)> {
             continue;
         }
         let item = (i as TokenId, x);
-        if top.len() == n && by_logit_desc(&item, &top[n - 1]) != Ordering::Less {
+        let beaten = top.len() == n
+            && top
+                .last()
+                .is_some_and(|last| by_logit_desc(&item, last) != Ordering::Less);
+        if beaten {
             continue;
         }
         let at = top.partition_point(|t| by_logit_desc(t, &item) == Ordering::Less);
         top.insert(at, item);
         top.truncate(n);
     }
-    top.into_iter().map(|(t, x)| (t, x - lse)).collect()
+    top.into_iter().map(|(t, x)| (t, dist.logprob(x))).collect()
 }
 
 impl Sampler {
@@ -95,13 +148,13 @@ impl Sampler {
     }
 
     /// Samples the next token from `logits` (one row, vocabulary-sized), which it overwrites
-    /// with the processed logits.
+    /// with the processed logits. The token is inside the row whenever the row is not empty.
     pub fn sample(&mut self, logits: &mut [f32], input: SampleInput<'_>) -> SampledToken {
         let params = input.params;
         self.raw.clear();
         self.raw.extend_from_slice(logits);
-        let lse = log_sum_exp(&self.raw);
-        let top_logprobs = top_n(&self.raw, params.logprobs.unwrap_or(0), lse);
+        let dist = LogSoftmax::new(&self.raw);
+        let top_logprobs = top_n(&self.raw, params.logprobs.unwrap_or(0), &dist);
 
         apply_logit_bias(logits, params);
         mask_stop_tokens_before_min(logits, params, input.output.len(), input.eos_token_ids);
@@ -113,37 +166,35 @@ impl Sampler {
             &mut self.scratch,
         );
 
-        let processed_best = argmax(logits);
-        let token = match processed_best {
-            // Everything masked (e.g. a bias of -100 on a tiny vocabulary): fall back to the model.
+        let token = match argmax(logits) {
+            // Everything masked (e.g. a bias of -100 on a tiny vocabulary, or a row of NaNs):
+            // fall back to the model's own choice, deterministically.
             None => argmax(&self.raw).unwrap_or(0),
             Some(best) if params.is_greedy() => best,
-            Some(_) => self.draw(logits, params, input.rng),
+            Some(best) => self.draw(logits, params, input.rng).unwrap_or(best),
         };
+        let raw = self.raw.get(token as usize).copied().unwrap_or(f32::NAN);
         SampledToken {
             token,
-            logprob: self.raw[token as usize] - lse,
+            logprob: dist.logprob(raw),
             top_logprobs,
         }
     }
 
-    /// Temperature, then top-k / top-p / min-p filtering, then one draw.
+    /// Temperature, then top-k / top-p / min-p filtering, then one draw. `None` only if no
+    /// token has any weight left, which an unmasked row rules out.
     fn draw(
         &mut self,
         logits: &mut [f32],
         params: &SamplingParams,
         rng: &mut SamplerRng,
-    ) -> TokenId {
-        let inv_t = 1.0 / params.temperature;
-        for x in logits.iter_mut() {
-            *x *= inv_t;
-        }
+    ) -> Option<TokenId> {
+        scale(logits, 1.0 / params.temperature);
         let u = rng.next_f64();
         let filtering = params.top_k.is_some() || params.top_p < 1.0 || params.min_p > 0.0;
         if !filtering {
             // No ordering needed: invert the CDF in token-id order.
-            let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let weights = logits.iter().map(|&x| weight(x, max));
+            let weights = logits.iter().map(|&x| weight(x));
             return pick(weights.enumerate().map(|(i, w)| (i as TokenId, w)), u);
         }
 
@@ -152,17 +203,16 @@ impl Sampler {
             logits
                 .iter()
                 .enumerate()
-                .filter(|(_, x)| !x.is_nan() && **x != f32::NEG_INFINITY)
+                .filter(|(_, x)| !is_masked(**x))
                 .map(|(i, &x)| (i as TokenId, x)),
         );
         let candidates = &mut self.candidates;
-        if let Some(k) = params.top_k.filter(|&k| k < candidates.len()) {
+        if let Some(k) = params.top_k.filter(|&k| k > 0 && k < candidates.len()) {
             candidates.select_nth_unstable_by(k - 1, by_logit_desc);
             candidates.truncate(k);
         }
         candidates.sort_unstable_by(by_logit_desc);
-        let max = candidates[0].1;
-        let total: f64 = candidates.iter().map(|c| weight(c.1, max)).sum();
+        let total: f64 = candidates.iter().map(|c| weight(c.1)).sum();
         let mut keep = candidates.len();
         if params.top_p < 1.0 {
             let target = f64::from(params.top_p) * total;
@@ -170,7 +220,7 @@ impl Sampler {
             keep = candidates
                 .iter()
                 .position(|c| {
-                    cum += weight(c.1, max);
+                    cum += weight(c.1);
                     cum >= target
                 })
                 .map_or(keep, |i| i + 1);
@@ -181,41 +231,65 @@ impl Sampler {
             keep = keep.min(
                 candidates
                     .iter()
-                    .take_while(|c| weight(c.1, max) >= floor)
+                    .take_while(|c| weight(c.1) >= floor)
                     .count(),
             );
         }
         candidates.truncate(keep.max(1));
-        pick(candidates.iter().map(|&(t, x)| (t, weight(x, max))), u)
+        pick(candidates.iter().map(|&(t, x)| (t, weight(x))), u)
     }
 }
 
-/// Unnormalised probability of a logit relative to the maximum.
-fn weight(x: f32, max: f32) -> f64 {
+/// Shifts the row so that its best logit is 0, then divides by the temperature. Shifting first
+/// keeps the best token at weight 1 however large the logits or small the temperature (scaling
+/// first could overflow every logit to an infinity). After this every unmasked logit is in
+/// `[-inf, 0]`.
+fn scale(logits: &mut [f32], inv_temperature: f32) {
+    let max = logits
+        .iter()
+        .copied()
+        .filter(|x| !x.is_nan())
+        .fold(f32::NEG_INFINITY, f32::max);
+    for x in logits.iter_mut() {
+        if is_masked(*x) {
+            continue;
+        }
+        let scaled = if *x == max {
+            0.0
+        } else {
+            (*x - max) * inv_temperature
+        };
+        // Only an infinite temperature (0 * inf) could give NaN here.
+        *x = if scaled.is_nan() { 0.0 } else { scaled };
+    }
+}
+
+/// Unnormalised probability of a scaled logit (the best one has weight 1).
+fn weight(x: f32) -> f64 {
     if x.is_nan() {
         0.0
     } else {
-        f64::from(x - max).exp()
+        f64::from(x).exp()
     }
 }
 
 /// The token where the cumulative weight passes `u` times the total.
-fn pick(weights: impl Iterator<Item = (TokenId, f64)> + Clone, u: f64) -> TokenId {
+fn pick(weights: impl Iterator<Item = (TokenId, f64)> + Clone, u: f64) -> Option<TokenId> {
     let total: f64 = weights.clone().map(|(_, w)| w).sum();
     let target = u * total;
     let mut cum = 0.0;
     let mut last = None;
     for (token, w) in weights {
-        if w <= 0.0 {
+        if w.is_nan() || w <= 0.0 {
             continue;
         }
         cum += w;
         last = Some(token);
         if cum > target {
-            return token;
+            return Some(token);
         }
     }
-    last.unwrap_or(0)
+    last
 }
 
 #[cfg(test)]

@@ -221,3 +221,107 @@ fn a_fully_masked_row_falls_back_to_the_raw_argmax() {
     };
     assert_eq!(sample_with(&params, &[0.0, 1.0], &[], 0).token, 1);
 }
+
+#[test]
+fn a_denormal_temperature_with_every_token_biased_down_is_greedy_and_does_not_panic() {
+    // The request that used to stop the engine: 1/temperature is inf, so every logit became
+    // -inf and top-k was left with no candidates.
+    let params = SamplingParams {
+        temperature: 1e-39,
+        top_k: Some(5),
+        logit_bias: (0..4).map(|t| (t, -100.0)).collect(),
+        ..random(1.0)
+    };
+    assert_eq!(params.validate(), Ok(()));
+    for seed in 0..5 {
+        let out = sample_with(&params, &[0.1, 2.0, -1.0, 0.5], &[], seed);
+        assert_eq!(out.token, 1);
+        assert!(out.logprob.is_finite());
+    }
+}
+
+#[test]
+fn the_smallest_sampling_temperature_still_draws_without_overflow() {
+    // Logits so large that scaling them before shifting would overflow to infinities.
+    let params = SamplingParams {
+        temperature: crate::sampling::MIN_SAMPLING_TEMPERATURE,
+        top_k: Some(2),
+        ..random(1.0)
+    };
+    for seed in 0..10 {
+        let out = sample_with(&params, &[3e38, -3e38, 2.9e38, f32::MIN], &[], seed);
+        assert_eq!(out.token, 0, "seed {seed}");
+    }
+}
+
+#[test]
+fn nan_logits_count_as_masked_and_logprobs_stay_numbers() {
+    let logits = [f32::NAN, 1.0, f32::NAN, 0.0];
+    for params in [greedy(), random(1.0)] {
+        for seed in 0..10 {
+            let out = sample_with(&params, &logits, &[], seed);
+            assert!(out.token == 1 || out.token == 3, "drew {}", out.token);
+            assert!(out.logprob.is_finite());
+        }
+    }
+    let all_nan = sample_with(&random(1.0), &[f32::NAN; 3], &[], 0);
+    assert_eq!(all_nan.token, 0);
+    assert_eq!(all_nan.logprob, f32::NEG_INFINITY);
+}
+
+#[test]
+fn infinite_logits_share_all_the_probability() {
+    let logits = [0.0, f32::INFINITY, 5.0, f32::INFINITY];
+    let params = SamplingParams {
+        logprobs: Some(4),
+        ..random(1.0)
+    };
+    let mut seen = Vec::new();
+    for seed in 0..40 {
+        let out = sample_with(&params, &logits, &[], seed);
+        assert!(out.token == 1 || out.token == 3, "drew {}", out.token);
+        assert!(close(out.logprob, 0.5f32.ln()));
+        seen.push(out.token);
+        let top: Vec<TokenId> = out.top_logprobs.iter().map(|t| t.0).collect();
+        assert_eq!(top, [1, 3, 2, 0]);
+        assert_eq!(out.top_logprobs[2].1, f32::NEG_INFINITY);
+    }
+    assert!(seen.contains(&1) && seen.contains(&3));
+    assert_eq!(sample_with(&greedy(), &logits, &[], 0).token, 1);
+}
+
+#[test]
+fn a_row_of_negative_infinities_falls_back_to_token_zero() {
+    let out = sample_with(&random(1.0), &[f32::NEG_INFINITY; 4], &[], 0);
+    assert_eq!(out.token, 0);
+    assert_eq!(out.logprob, f32::NEG_INFINITY);
+}
+
+#[test]
+fn more_top_logprobs_than_the_vocabulary_are_capped_at_its_size() {
+    let params = SamplingParams {
+        logprobs: Some(usize::MAX),
+        ..greedy()
+    };
+    let out = sample_with(&params, &[0.0, 1.0], &[], 0);
+    assert_eq!(out.top_logprobs.len(), 2);
+}
+
+#[test]
+fn unvalidated_parameters_do_not_panic_either() {
+    let params = SamplingParams {
+        temperature: f32::INFINITY,
+        top_k: Some(0),
+        top_p: f32::NAN,
+        min_p: f32::NAN,
+        repetition_penalty: 0.0,
+        presence_penalty: f32::NAN,
+        logit_bias: BTreeMap::from([(0, f32::NEG_INFINITY), (1, f32::INFINITY)]),
+        ..SamplingParams::default()
+    };
+    for seed in 0..10 {
+        let out = sample_with(&params, &[1.0, 0.5, f32::INFINITY], &[0, 1], seed);
+        assert!(out.token < 3);
+        assert!(!out.logprob.is_nan());
+    }
+}
