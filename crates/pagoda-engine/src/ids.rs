@@ -5,6 +5,7 @@
 //! by the million, and no other integer in this crate is easily confused with them.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// A token id as the tokenizer and the model's vocabulary number it.
 pub type TokenId = u32;
@@ -20,6 +21,49 @@ pub struct BlockId(pub u32);
 /// The 128-bit chained hash of one full block of tokens (see `kv_cache::block_hash`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct BlockHash(pub u128);
+
+/// A prefix-cache salt: requests share KV blocks only when their salts are equal (per tenant by
+/// default). Made once per request and shared, by reference count, down to the prefix index.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CacheSalt(Arc<str>);
+
+/// Whose work a sequence is, for fair queueing: the scheduler shares running slots between
+/// tenants with waiting work. Requests without one belong to the anonymous tenant, a group of
+/// its own.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TenantKey(Arc<str>);
+
+impl CacheSalt {
+    pub fn new(salt: impl Into<Arc<str>>) -> Self {
+        Self(salt.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TenantKey {
+    pub fn new(tenant: impl Into<Arc<str>>) -> Self {
+        Self(tenant.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for CacheSalt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Display for TenantKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
 
 impl BlockId {
     /// The block's index into per-block arrays.

@@ -39,11 +39,13 @@ pub mod scheduler;
 pub mod stop;
 
 pub use error::EngineError;
-pub use ids::{BlockHash, BlockId, RequestId, TokenId};
+pub use ids::{BlockHash, BlockId, CacheSalt, RequestId, TenantKey, TokenId};
 pub use kv_cache::{KvCacheManager, PrefixCacheStats};
 pub use request::{NewRequest, Request, RequestStatus};
 pub use sampling::{SampleInput, SampledToken, Sampler, SamplerRng, SamplingParams};
 pub use scheduler::{
     FinishedRequest, ScheduledBatch, ScheduledRequest, Scheduler, SchedulerConfig,
 };
-pub use stop::{FinishReason, StopChecker, StopHit, StopStringMatcher, StopStringOutput};
+pub use stop::{
+    FinishReason, StopChecker, StopHit, StopStringMatcher, StopStringOutput, StopStringSet,
+};

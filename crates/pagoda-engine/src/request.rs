@@ -1,6 +1,6 @@
 //! One request's state as the scheduler sees it: its tokens, progress and sampling state.
 
-use crate::ids::{BlockHash, RequestId, TokenId};
+use crate::ids::{BlockHash, CacheSalt, RequestId, TenantKey, TokenId};
 use crate::kv_cache::block_hash::{BlockHasher, ExtraKeys};
 use crate::sampling::{SamplerRng, SamplingParams};
 use crate::stop::FinishReason;
@@ -21,22 +21,34 @@ pub enum RequestStatus {
 pub struct NewRequest {
     pub id: RequestId,
     pub prompt_token_ids: Vec<TokenId>,
-    pub sampling: SamplingParams,
-    /// Lower runs first; ties are served in arrival order.
+    /// Shared, not copied, by the choices of one request (`n > 1`).
+    pub sampling: Arc<SamplingParams>,
+    /// Seeds this sequence's RNG instead of `sampling.seed`, so that choices sharing one set
+    /// of parameters can still draw differently yet reproducibly.
+    pub seed: Option<u64>,
+    /// Lower runs first; ties are served in arrival order (and shared fairly between tenants).
     pub priority: i32,
     /// Requests with different salts never share KV blocks (per tenant by default).
-    pub cache_salt: Option<String>,
+    pub cache_salt: Option<CacheSalt>,
+    /// Whose work this is, for fair queueing; `None` is the anonymous tenant.
+    pub tenant: Option<TenantKey>,
 }
 
 impl NewRequest {
-    /// A request with priority 0 and no cache salt.
-    pub fn new(id: RequestId, prompt_token_ids: Vec<TokenId>, sampling: SamplingParams) -> Self {
+    /// A request with priority 0, no cache salt and no tenant.
+    pub fn new(
+        id: RequestId,
+        prompt_token_ids: Vec<TokenId>,
+        sampling: impl Into<Arc<SamplingParams>>,
+    ) -> Self {
         Self {
             id,
             prompt_token_ids,
-            sampling,
+            sampling: sampling.into(),
+            seed: None,
             priority: 0,
             cache_salt: None,
+            tenant: None,
         }
     }
 
@@ -45,8 +57,18 @@ impl NewRequest {
         self
     }
 
-    pub fn with_cache_salt(mut self, salt: impl Into<String>) -> Self {
-        self.cache_salt = Some(salt.into());
+    pub fn with_cache_salt(mut self, salt: CacheSalt) -> Self {
+        self.cache_salt = Some(salt);
+        self
+    }
+
+    pub fn with_tenant(mut self, tenant: TenantKey) -> Self {
+        self.tenant = Some(tenant);
+        self
+    }
+
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
         self
     }
 }
@@ -58,8 +80,9 @@ pub struct Request {
     pub(crate) priority: i32,
     /// Order of arrival; preserved across preemption so a preempted request keeps its place.
     pub(crate) arrival: u64,
-    pub(crate) cache_salt: Option<Arc<str>>,
-    pub(crate) sampling: SamplingParams,
+    pub(crate) cache_salt: Option<CacheSalt>,
+    pub(crate) tenant: Option<TenantKey>,
+    pub(crate) sampling: Arc<SamplingParams>,
     pub(crate) rng: SamplerRng,
     /// Prompt followed by the output so far.
     tokens: Vec<TokenId>,
@@ -86,7 +109,8 @@ impl Request {
             id: new.id,
             priority: new.priority,
             arrival,
-            cache_salt: new.cache_salt.map(Arc::from),
+            cache_salt: new.cache_salt,
+            tenant: new.tenant,
             sampling: new.sampling,
             rng,
             num_prompt_tokens: new.prompt_token_ids.len(),
@@ -117,8 +141,17 @@ impl Request {
         &self.sampling
     }
 
-    pub fn cache_salt(&self) -> Option<&str> {
-        self.cache_salt.as_deref()
+    pub fn cache_salt(&self) -> Option<&CacheSalt> {
+        self.cache_salt.as_ref()
+    }
+
+    pub fn tenant(&self) -> Option<&TenantKey> {
+        self.tenant.as_ref()
+    }
+
+    /// The parameters, shared with the request's other choices.
+    pub fn shared_sampling(&self) -> &Arc<SamplingParams> {
+        &self.sampling
     }
 
     /// Prompt followed by output.
@@ -165,7 +198,7 @@ impl Request {
 
     pub fn extra_keys(&self) -> ExtraKeys<'_> {
         ExtraKeys {
-            cache_salt: self.cache_salt.as_deref(),
+            cache_salt: self.cache_salt.as_ref(),
         }
     }
 
@@ -176,7 +209,7 @@ impl Request {
 
     fn update_block_hashes(&mut self, hasher: &BlockHasher, block_size: usize) {
         let extra = ExtraKeys {
-            cache_salt: self.cache_salt.as_deref(),
+            cache_salt: self.cache_salt.as_ref(),
         };
         hasher.extend_hashes(&self.tokens, block_size, extra, &mut self.block_hashes);
     }

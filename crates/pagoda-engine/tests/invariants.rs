@@ -4,8 +4,8 @@
 //! slot mapping or prefix hit shows up as the wrong tokens (or another salt's tokens).
 
 use pagoda_engine::{
-    BlockId, FinishReason, NewRequest, RequestId, RequestStatus, SamplingParams, ScheduledBatch,
-    Scheduler, SchedulerConfig, TokenId,
+    BlockId, CacheSalt, FinishReason, NewRequest, RequestId, RequestStatus, SamplingParams,
+    ScheduledBatch, Scheduler, SchedulerConfig, TokenId,
 };
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -104,7 +104,7 @@ impl FakeModel {
         let mut sampled = Vec::new();
         for entry in &batch.requests {
             let request = s.request(entry.id).expect("scheduled requests exist");
-            let salt = request.cache_salt().map(str::to_owned);
+            let salt = request.cache_salt().map(|s| s.as_str().to_owned());
             for (slot, &token) in entry.slot_mapping(self.block_size).zip(&entry.token_ids) {
                 self.slots[slot] = Some((token, salt.clone()));
             }
@@ -149,7 +149,7 @@ fn check_blocks(s: &Scheduler) {
             RequestStatus::Running,
             "{id} holds blocks but is not running"
         );
-        let salt = request.cache_salt().map(str::to_owned);
+        let salt = request.cache_salt().map(|s| s.as_str().to_owned());
         for &block in kv.block_table(id) {
             *uses.entry(block).or_default() += 1;
             let first = salt_of.entry(block).or_insert_with(|| salt.clone());
@@ -233,7 +233,7 @@ impl Harness {
                     SamplingParams::greedy(max_tokens),
                 )
                 .with_priority(priority);
-                new.cache_salt = SALTS[salt].map(str::to_owned);
+                new.cache_salt = SALTS[salt].map(CacheSalt::new);
                 self.next_id += 1;
                 if self.s.add_request(new).is_ok() {
                     self.ids.push(id);
@@ -256,7 +256,7 @@ impl Harness {
                     self.next_id += 1;
                     if self
                         .s
-                        .fork_request(parent, child, SamplingParams::greedy(3))
+                        .fork_request(parent, child, SamplingParams::greedy(3), None)
                         .is_ok()
                     {
                         self.ids.push(child);

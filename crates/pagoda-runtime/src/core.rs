@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use pagoda_engine::{
     FinishReason, FinishedRequest, NewRequest, RequestId, SampledToken, Sampler, ScheduledBatch,
-    Scheduler, StopStringMatcher,
+    Scheduler, StopStringMatcher, StopStringSet,
 };
 use pagoda_models::{ForwardBatch, LogitsWanted, ModelRunner};
 use pagoda_text::{IncrementalDetokenizer, Tokenizer};
@@ -82,21 +82,25 @@ impl EngineCore {
     ) -> Result<()> {
         let n = request.sampling.n.max(1);
         let parent = RequestId(first_id);
+        let wants_logprobs = request.sampling.logprobs.is_some();
+        // One copy of the parameters and one stop-string automaton for all the choices.
+        let sampling = Arc::new(request.sampling);
+        let stop_strings = Arc::new(StopStringSet::new(&sampling.stop));
         for index in 0..n {
             let id = RequestId(first_id + index as u64);
-            let mut sampling = request.sampling.clone();
-            sampling.n = 1;
-            sampling.seed = sampling.seed.map(|s| s.wrapping_add(index as u64));
-            let stops = StopStringMatcher::new(sampling.stop.clone());
+            let seed = sampling.seed.map(|s| s.wrapping_add(index as u64));
+            let stops = StopStringMatcher::with_set(stop_strings.clone());
             if index == 0 {
-                let mut new = NewRequest::new(id, request.prompt_token_ids.clone(), sampling)
-                    .with_priority(request.priority);
-                if let Some(salt) = &request.cache_salt {
-                    new = new.with_cache_salt(salt.clone());
-                }
+                let mut new =
+                    NewRequest::new(id, request.prompt_token_ids.clone(), sampling.clone())
+                        .with_priority(request.priority);
+                new.seed = seed;
+                new.cache_salt = request.cache_salt.clone();
+                new.tenant = request.tenant.clone();
                 self.scheduler.add_request(new)?;
             } else {
-                self.scheduler.fork_request(parent, id, sampling)?;
+                self.scheduler
+                    .fork_request(parent, id, sampling.clone(), seed)?;
             }
             self.active.insert(
                 id,
@@ -113,7 +117,7 @@ impl EngineCore {
                     cached_tokens: None,
                     first_token: None,
                     compute: Duration::ZERO,
-                    wants_logprobs: request.sampling.logprobs.is_some(),
+                    wants_logprobs,
                 },
             );
         }

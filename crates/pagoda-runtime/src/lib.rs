@@ -18,4 +18,4 @@ pub use model_source::resolve_model;
 pub use request::{Completion, GenerateRequest, RequestOutput, Timings, TokenLogprob, Usage};
 pub use stats::EngineStats;
 
-pub use pagoda_engine::{FinishReason, SamplingParams};
+pub use pagoda_engine::{CacheSalt, FinishReason, SamplingParams, TenantKey};

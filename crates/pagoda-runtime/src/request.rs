@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use pagoda_engine::{FinishReason, SamplingParams};
+use pagoda_engine::{CacheSalt, FinishReason, SamplingParams, TenantKey};
 
 #[derive(Debug, Clone)]
 pub struct GenerateRequest {
@@ -11,7 +11,10 @@ pub struct GenerateRequest {
     /// Lower runs first.
     pub priority: i32,
     /// Requests share prefix-cache entries only when their salts are equal.
-    pub cache_salt: Option<String>,
+    pub cache_salt: Option<CacheSalt>,
+    /// Whose work this is: pending sequences are bounded per tenant, and the scheduler shares
+    /// running slots fairly between tenants. `None` is the anonymous tenant, one group.
+    pub tenant: Option<TenantKey>,
     pub skip_special_tokens: bool,
 }
 
@@ -22,6 +25,7 @@ impl GenerateRequest {
             sampling,
             priority: 0,
             cache_salt: None,
+            tenant: None,
             skip_special_tokens: true,
         }
     }

@@ -11,14 +11,14 @@
 //! platforms, which a router that computes the same hashes on another machine needs; std's
 //! `DefaultHasher` promises neither that nor 128 bits.
 
-use crate::ids::{BlockHash, TokenId};
+use crate::ids::{BlockHash, CacheSalt, TokenId};
 use xxhash_rust::xxh3::Xxh3;
 
 /// Everything besides the token ids that decides whether two blocks may share KV.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ExtraKeys<'a> {
     /// Requests with different salts never share KV (per tenant by default).
-    pub cache_salt: Option<&'a str>,
+    pub cache_salt: Option<&'a CacheSalt>,
 }
 
 /// The full input of one block's hash.
@@ -72,6 +72,7 @@ impl BlockHasher {
             None => h.update(&[0]),
             Some(salt) => {
                 h.update(&[1]);
+                let salt = salt.as_str();
                 h.update(&(salt.len() as u64).to_le_bytes());
                 h.update(salt.as_bytes());
             }
@@ -120,10 +121,14 @@ mod tests {
 
     const NO_SALT: ExtraKeys<'static> = ExtraKeys { cache_salt: None };
 
-    fn salted(salt: &str) -> ExtraKeys<'_> {
+    fn salted(salt: &CacheSalt) -> ExtraKeys<'_> {
         ExtraKeys {
             cache_salt: Some(salt),
         }
+    }
+
+    fn salt(s: &str) -> CacheSalt {
+        CacheSalt::new(s)
     }
 
     #[test]
@@ -137,8 +142,8 @@ mod tests {
     #[test]
     fn same_tokens_and_salt_give_the_same_hashes() {
         let hasher = BlockHasher::default();
-        let a = hasher.hash_blocks(&[1, 2, 3, 4, 5, 6, 7, 8], 4, salted("t1"));
-        let b = hasher.hash_blocks(&[1, 2, 3, 4, 5, 6, 7, 8], 4, salted("t1"));
+        let a = hasher.hash_blocks(&[1, 2, 3, 4, 5, 6, 7, 8], 4, salted(&salt("t1")));
+        let b = hasher.hash_blocks(&[1, 2, 3, 4, 5, 6, 7, 8], 4, salted(&salt("t1")));
         assert_eq!(a, b);
     }
 
@@ -147,9 +152,9 @@ mod tests {
         let hasher = BlockHasher::default();
         let tokens = [1, 2, 3, 4];
         let none = hasher.hash_blocks(&tokens, 4, NO_SALT);
-        let empty = hasher.hash_blocks(&tokens, 4, salted(""));
-        let t1 = hasher.hash_blocks(&tokens, 4, salted("t1"));
-        let t2 = hasher.hash_blocks(&tokens, 4, salted("t2"));
+        let empty = hasher.hash_blocks(&tokens, 4, salted(&salt("")));
+        let t1 = hasher.hash_blocks(&tokens, 4, salted(&salt("t1")));
+        let t2 = hasher.hash_blocks(&tokens, 4, salted(&salt("t2")));
         assert_ne!(none, empty);
         assert_ne!(none, t1);
         assert_ne!(t1, t2);
@@ -187,9 +192,10 @@ mod tests {
     fn extending_hashes_matches_hashing_from_scratch() {
         let hasher = BlockHasher::default();
         let tokens: Vec<TokenId> = (0..13).collect();
-        let mut hashes = hasher.hash_blocks(&tokens[..5], 4, salted("s"));
-        hasher.extend_hashes(&tokens, 4, salted("s"), &mut hashes);
-        assert_eq!(hashes, hasher.hash_blocks(&tokens, 4, salted("s")));
+        let s = salt("s");
+        let mut hashes = hasher.hash_blocks(&tokens[..5], 4, salted(&s));
+        hasher.extend_hashes(&tokens, 4, salted(&s), &mut hashes);
+        assert_eq!(hashes, hasher.hash_blocks(&tokens, 4, salted(&s)));
         assert_eq!(hashes.len(), 3);
     }
 }

@@ -5,17 +5,17 @@
 //! stored key confirms it.
 
 use super::block_hash::BlockKey;
-use crate::ids::{BlockHash, BlockId, TokenId};
+use crate::ids::{BlockHash, BlockId, CacheSalt, TokenId};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::Arc;
 
 /// The owned form of a `BlockKey`, kept for confirmation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct StoredKey {
     parent: BlockHash,
     tokens: Box<[TokenId]>,
-    cache_salt: Option<Arc<str>>,
+    /// The request's own salt, shared rather than copied per block.
+    cache_salt: Option<CacheSalt>,
 }
 
 impl StoredKey {
@@ -23,14 +23,14 @@ impl StoredKey {
         Self {
             parent: key.parent,
             tokens: key.tokens.into(),
-            cache_salt: key.extra.cache_salt.map(Arc::from),
+            cache_salt: key.extra.cache_salt.cloned(),
         }
     }
 
     fn matches(&self, key: &BlockKey<'_>) -> bool {
         self.parent == key.parent
             && *self.tokens == *key.tokens
-            && self.cache_salt.as_deref() == key.extra.cache_salt
+            && self.cache_salt.as_ref() == key.extra.cache_salt
     }
 }
 
@@ -108,7 +108,11 @@ mod tests {
     use super::*;
     use crate::kv_cache::block_hash::{BlockHasher, ExtraKeys};
 
-    fn key<'a>(parent: BlockHash, tokens: &'a [TokenId], salt: Option<&'a str>) -> BlockKey<'a> {
+    fn key<'a>(
+        parent: BlockHash,
+        tokens: &'a [TokenId],
+        salt: Option<&'a CacheSalt>,
+    ) -> BlockKey<'a> {
         BlockKey {
             parent,
             tokens,
@@ -121,17 +125,19 @@ mod tests {
         let root = BlockHasher::default().root();
         let mut index = PrefixIndex::default();
         let hash = BlockHash(42);
-        assert!(index.insert(hash, BlockId(3), &key(root, &[1, 2], Some("a"))));
+        let (a, b) = (CacheSalt::new("a"), CacheSalt::new("b"));
+        assert!(index.insert(hash, BlockId(3), &key(root, &[1, 2], Some(&a))));
         assert_eq!(
-            index.lookup(hash, &key(root, &[1, 2], Some("a"))),
-            Some(BlockId(3))
+            index.lookup(hash, &key(root, &[1, 2], Some(&CacheSalt::new("a")))),
+            Some(BlockId(3)),
+            "salts compare by value"
         );
         // A colliding hash with other tokens, salt or parent is a miss.
-        assert_eq!(index.lookup(hash, &key(root, &[1, 3], Some("a"))), None);
-        assert_eq!(index.lookup(hash, &key(root, &[1, 2], Some("b"))), None);
+        assert_eq!(index.lookup(hash, &key(root, &[1, 3], Some(&a))), None);
+        assert_eq!(index.lookup(hash, &key(root, &[1, 2], Some(&b))), None);
         assert_eq!(index.lookup(hash, &key(root, &[1, 2], None)), None);
         assert_eq!(
-            index.lookup(hash, &key(BlockHash(7), &[1, 2], Some("a"))),
+            index.lookup(hash, &key(BlockHash(7), &[1, 2], Some(&a))),
             None
         );
     }

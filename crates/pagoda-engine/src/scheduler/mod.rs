@@ -97,8 +97,8 @@ impl Scheduler {
             });
         }
         let seed = new
-            .sampling
             .seed
+            .or(new.sampling.seed)
             .unwrap_or_else(|| self.seed_source.next_u64());
         let arrival = self.next_arrival;
         self.next_arrival += 1;

@@ -1,7 +1,7 @@
 //! Exact-state tests of the scheduler, built from small factory functions.
 
 use super::*;
-use crate::ids::BlockId;
+use crate::ids::{BlockId, CacheSalt};
 use crate::request::RequestStatus;
 use crate::sampling::SamplingParams;
 use crate::stop::FinishReason;
@@ -316,12 +316,12 @@ fn a_fully_cached_prompt_still_computes_its_last_block() {
 #[test]
 fn different_cache_salts_never_hit_each_others_prefix() {
     let mut s = scheduler(config(64, 4, 16));
-    s.add_request(request(1, prompt(1, 9), 1).with_cache_salt("a"))
+    s.add_request(request(1, prompt(1, 9), 1).with_cache_salt(CacheSalt::new("a")))
         .unwrap();
     step(&mut s, 1);
-    s.add_request(request(2, prompt(1, 9), 1).with_cache_salt("b"))
+    s.add_request(request(2, prompt(1, 9), 1).with_cache_salt(CacheSalt::new("b")))
         .unwrap();
-    s.add_request(request(3, prompt(1, 9), 1).with_cache_salt("a"))
+    s.add_request(request(3, prompt(1, 9), 1).with_cache_salt(CacheSalt::new("a")))
         .unwrap();
     let (batch, _) = step(&mut s, 1);
     assert_eq!(batch.get(RequestId(2)).unwrap().num_cached_tokens, Some(0));
@@ -354,7 +354,7 @@ fn a_forked_child_shares_the_full_prompt_blocks_and_recomputes_the_tail() {
     let mut s = scheduler(config(64, 4, 16));
     add(&mut s, 1, 10, 4);
     step(&mut s, 1);
-    s.fork_request(RequestId(1), RequestId(2), SamplingParams::greedy(4))
+    s.fork_request(RequestId(1), RequestId(2), SamplingParams::greedy(4), None)
         .unwrap();
     let parent_table = s.kv_cache().block_table(RequestId(1)).to_vec();
     assert_eq!(s.kv_cache().block_table(RequestId(2)), &parent_table[..2]);

@@ -8,6 +8,7 @@ use crate::request::{NewRequest, Request, RequestStatus};
 use crate::sampling::SamplingParams;
 use crate::stop::FinishReason;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// A request that ended, with what usage reporting needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,15 +106,17 @@ impl Scheduler {
     }
 
     /// Starts `child` as another completion of `parent`'s prompt (`n > 1`) with its own
-    /// sampling parameters. If the parent is running, the child shares the parent's computed
-    /// full prompt blocks and runs at once (when `max_num_seqs` allows), recomputing only the
-    /// prompt's partial last block; otherwise it queues behind the parent and finds the prompt
-    /// through the prefix cache.
+    /// sampling parameters (normally the parent's, shared) and RNG seed (`None`: the
+    /// parameters' seed, or a fresh one). If the parent is running, the child shares the
+    /// parent's computed full prompt blocks and runs at once (when `max_num_seqs` allows),
+    /// recomputing only the prompt's partial last block; otherwise it queues behind the parent
+    /// and finds the prompt through the prefix cache.
     pub fn fork_request(
         &mut self,
         parent: RequestId,
         child: RequestId,
-        sampling: SamplingParams,
+        sampling: impl Into<Arc<SamplingParams>>,
+        seed: Option<u64>,
     ) -> Result<(), EngineError> {
         let parent_request = self
             .requests
@@ -122,9 +125,11 @@ impl Scheduler {
         let new = NewRequest {
             id: child,
             prompt_token_ids: parent_request.prompt_token_ids().to_vec(),
-            sampling,
+            sampling: sampling.into(),
+            seed,
             priority: parent_request.priority,
-            cache_salt: parent_request.cache_salt().map(str::to_owned),
+            cache_salt: parent_request.cache_salt.clone(),
+            tenant: parent_request.tenant.clone(),
         };
         let parent_running = parent_request.status == RequestStatus::Running;
         self.add_request(new)?;

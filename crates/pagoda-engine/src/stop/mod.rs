@@ -5,7 +5,7 @@ mod checker;
 mod strings;
 
 pub use checker::StopChecker;
-pub use strings::{StopHit, StopStringMatcher, StopStringOutput};
+pub use strings::{StopHit, StopStringMatcher, StopStringOutput, StopStringSet};
 
 /// Why a request ended, as OpenAI's `finish_reason` reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
