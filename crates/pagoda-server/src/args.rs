@@ -130,7 +130,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "h" => number * 3600.0,
         other => return Err(format!("unknown duration unit `{other}` (use ms, s, m, h)")),
     };
-    Ok(Duration::from_secs_f64(seconds))
+    // `from_secs_f64` would panic on a number too large for a Duration.
+    Duration::try_from_secs_f64(seconds).map_err(|_| format!("`{text}` is too long a duration"))
 }
 
 #[cfg(test)]
@@ -155,5 +156,14 @@ mod tests {
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration("5"), Ok(Duration::from_secs(5)));
         assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn durations_too_large_or_negative_are_errors_not_panics() {
+        assert!(parse_duration("99999999999999999999999h").is_err());
+        assert!(parse_duration(&format!("1{}s", "0".repeat(400))).is_err());
+        assert!(parse_duration("-5s").is_err());
+        assert!(parse_duration("1e9s").is_err());
+        assert_eq!(parse_duration("0.25"), Ok(Duration::from_millis(250)));
     }
 }
