@@ -77,6 +77,23 @@ pub struct ServeArgs {
     /// --guard-config); check it with `pagoda audit verify`.
     #[arg(long, env = "PAGODA_AUDIT_LOG")]
     pub audit_log: Option<PathBuf>,
+    /// A request's headers must arrive within this long of the connection's accept (first
+    /// request) or of the request's first byte, else the connection is closed [default: 10s].
+    #[arg(long, env = "PAGODA_HEADER_TIMEOUT", value_parser = parse_duration)]
+    pub header_timeout: Option<Duration>,
+    /// An idle connection between requests is closed after this long [default: 60s].
+    #[arg(long, env = "PAGODA_KEEP_ALIVE_TIMEOUT", value_parser = parse_duration)]
+    pub keep_alive_timeout: Option<Duration>,
+    /// A request body not fully arrived this long after its headers gets 408 [default: 30s].
+    #[arg(long, env = "PAGODA_BODY_TIMEOUT", value_parser = parse_duration)]
+    pub body_timeout: Option<Duration>,
+    /// A connection on which no byte could be written for this long (the client stopped
+    /// reading) is closed, which aborts its request [default: 30s].
+    #[arg(long, env = "PAGODA_WRITE_TIMEOUT", value_parser = parse_duration)]
+    pub write_timeout: Option<Duration>,
+    /// Connections served at once; more wait in the kernel's accept backlog [default: 1024].
+    #[arg(long, env = "PAGODA_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
     /// TOML file with any of these settings, keyed by flag name (max-model-len or
     /// max_model_len); flags and environment variables override it.
     #[arg(long, env = "PAGODA_CONFIG")]
@@ -165,5 +182,35 @@ mod tests {
         assert!(parse_duration("-5s").is_err());
         assert!(parse_duration("1e9s").is_err());
         assert_eq!(parse_duration("0.25"), Ok(Duration::from_millis(250)));
+    }
+
+    #[test]
+    fn the_http_flags_parse() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            serve: ServeArgs,
+        }
+        let cli = Cli::try_parse_from([
+            "pagoda",
+            "--header-timeout",
+            "2s",
+            "--keep-alive-timeout",
+            "90",
+            "--body-timeout",
+            "500ms",
+            "--write-timeout",
+            "1m",
+            "--max-connections",
+            "16",
+        ])
+        .unwrap();
+        assert_eq!(cli.serve.header_timeout, Some(Duration::from_secs(2)));
+        assert_eq!(cli.serve.keep_alive_timeout, Some(Duration::from_secs(90)));
+        assert_eq!(cli.serve.body_timeout, Some(Duration::from_millis(500)));
+        assert_eq!(cli.serve.write_timeout, Some(Duration::from_secs(60)));
+        assert_eq!(cli.serve.max_connections, Some(16));
+        assert!(Cli::try_parse_from(["pagoda", "--write-timeout", "1e99h"]).is_err());
     }
 }

@@ -1,19 +1,19 @@
 //! The router, the serve loop with its drain on shutdown, and `pagoda serve`'s entry point.
+//! The connections themselves (deadlines, cap) are `http.rs`'s.
 
-use std::future::{Future, IntoFuture};
-use std::sync::Arc;
+use std::future::Future;
 use std::time::Duration;
 
 use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post};
 use axum::Router;
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
 
 use crate::args::ServeArgs;
 use crate::error::ServerError;
 use crate::gateway;
 use crate::guard;
+use crate::http::{Connections, HttpLimits};
 use crate::routes::{chat, completions, models, ops, tokenize};
 use crate::settings::Settings;
 use crate::state::{load_chat_template, AppState, Loaded};
@@ -35,40 +35,42 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Serves until `shutdown` resolves, then stops admission (new requests and `/health` get
-/// 503, the listener closes) and waits up to `drain_timeout` for in-flight requests. Requests
-/// still running after that are dropped, which aborts them.
+/// Serves with the default `HttpLimits`; see `serve_with`.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
     drain_timeout: Duration,
 ) -> std::io::Result<()> {
-    let draining = Arc::new(Notify::new());
-    let signal = {
-        let state = state.clone();
-        let draining = draining.clone();
-        async move {
-            shutdown.await;
-            tracing::info!("shutting down: admission stopped, draining in-flight requests");
-            state.begin_draining();
-            draining.notify_one();
-        }
-    };
-    let server = axum::serve(listener, router(state))
-        .with_graceful_shutdown(signal)
-        .into_future();
-    let deadline = async move {
-        draining.notified().await;
-        tokio::time::sleep(drain_timeout).await;
-    };
-    tokio::select! {
-        result = server => result,
-        _ = deadline => {
-            tracing::warn!(?drain_timeout, "drain timeout passed; aborting the requests still running");
-            Ok(())
-        }
-    }
+    serve_with(
+        listener,
+        state,
+        HttpLimits::default(),
+        shutdown,
+        drain_timeout,
+    )
+    .await
+}
+
+/// Serves until `shutdown` resolves, each connection under the deadlines of `http` and at most
+/// `http.max_connections` at once (see `http.rs`); then stops admission (new requests and
+/// `/health` get 503, the listener closes, idle connections close) and waits up to
+/// `drain_timeout` for in-flight requests. Requests still running after that are dropped,
+/// which aborts them.
+pub async fn serve_with(
+    listener: TcpListener,
+    state: AppState,
+    http: HttpLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    drain_timeout: Duration,
+) -> std::io::Result<()> {
+    let mut connections = Connections::new(router(state.clone()), http);
+    connections.accept(&listener, shutdown).await;
+    tracing::info!("shutting down: admission stopped, draining in-flight requests");
+    state.begin_draining();
+    drop(listener);
+    connections.drain(drain_timeout).await;
+    Ok(())
 }
 
 /// Resolves on SIGTERM or Ctrl-C.
@@ -125,9 +127,10 @@ async fn run(settings: Settings) -> Result<(), ServerError> {
     let state = AppState::new(settings.served_model_names.clone());
     gateway::start(&state, settings.gateway.clone()).await?;
     guard::start(&state, settings.guard.as_ref())?;
-    let mut server = tokio::spawn(serve(
+    let mut server = tokio::spawn(serve_with(
         listener,
         state.clone(),
+        settings.http,
         shutdown_signal(),
         settings.drain_timeout,
     ));

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use crate::args::{parse_byte_size, parse_duration, ServeArgs};
 use crate::error::ServerError;
 use crate::guard::GuardSettings;
+use crate::http::HttpLimits;
 
 /// Everything `run_serve` needs, resolved and checked.
 #[derive(Debug, Clone)]
@@ -28,6 +29,8 @@ pub struct Settings {
     pub gateway: Option<GatewayConfig>,
     /// `None`: no guardrails, requests are not screened.
     pub guard: Option<GuardSettings>,
+    /// Connection deadlines and the connection cap.
+    pub http: HttpLimits,
 }
 
 /// The TOML file: the same keys as the flags.
@@ -55,6 +58,11 @@ struct FileSettings {
     redis_url: Option<String>,
     guard_config: Option<PathBuf>,
     audit_log: Option<PathBuf>,
+    header_timeout: Option<Size>,
+    keep_alive_timeout: Option<Size>,
+    body_timeout: Option<Size>,
+    write_timeout: Option<Size>,
+    max_connections: Option<usize>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -78,6 +86,7 @@ impl Settings {
             Some(path) => read_file(path)?,
             None => FileSettings::default(),
         };
+        let http = http_limits(&args, &file)?;
         let model = args.model.or(file.model).ok_or(ServerError::Setting {
             field: "model",
             reason: "no model given (use --model, PAGODA_MODEL or `model` in the config file)"
@@ -170,6 +179,7 @@ impl Settings {
             drain_timeout,
             gateway,
             guard,
+            http,
         })
     }
 
@@ -180,6 +190,60 @@ impl Settings {
             .map_err(|_| setting("host", format!("`{}` is not an IP address", self.host)))?;
         Ok(SocketAddr::new(ip, self.port))
     }
+}
+
+/// The connection limits: flags, then the file, then the defaults; none may be 0.
+fn http_limits(args: &ServeArgs, file: &FileSettings) -> Result<HttpLimits, ServerError> {
+    let defaults = HttpLimits::default();
+    let duration = |arg: Option<Duration>,
+                    file: &Option<Size>,
+                    field: &'static str,
+                    default: Duration|
+     -> Result<Duration, ServerError> {
+        let value = match (arg, file) {
+            (Some(d), _) => d,
+            // A bare number in the file is seconds, as for drain-timeout.
+            (None, Some(Size::Number(n))) => Duration::from_secs(*n),
+            (None, Some(Size::Text(t))) => parse_duration(t).map_err(|r| setting(field, r))?,
+            (None, None) => default,
+        };
+        if value.is_zero() {
+            return Err(setting(field, "must be more than 0".into()));
+        }
+        Ok(value)
+    };
+    let max_connections = match args.max_connections.or(file.max_connections) {
+        Some(0) => return Err(setting("max-connections", "must be at least 1".into())),
+        Some(n) => n,
+        None => defaults.max_connections,
+    };
+    Ok(HttpLimits {
+        header_timeout: duration(
+            args.header_timeout,
+            &file.header_timeout,
+            "header-timeout",
+            defaults.header_timeout,
+        )?,
+        keep_alive_timeout: duration(
+            args.keep_alive_timeout,
+            &file.keep_alive_timeout,
+            "keep-alive-timeout",
+            defaults.keep_alive_timeout,
+        )?,
+        body_timeout: duration(
+            args.body_timeout,
+            &file.body_timeout,
+            "body-timeout",
+            defaults.body_timeout,
+        )?,
+        write_timeout: duration(
+            args.write_timeout,
+            &file.write_timeout,
+            "write-timeout",
+            defaults.write_timeout,
+        )?,
+        max_connections,
+    })
 }
 
 /// The gateway is on when a database is given; its other settings need one.
@@ -335,6 +399,81 @@ mod tests {
         })
         .unwrap();
         assert!(plain.guard.is_none());
+    }
+
+    #[test]
+    fn http_limits_come_from_flags_then_the_file_then_defaults() {
+        let path = write_config(
+            "http",
+            "model = \"/m\"\nheader_timeout = \"2s\"\nkeep-alive-timeout = 90\nmax_connections = 7\n",
+        );
+        let settings = Settings::resolve(ServeArgs {
+            config: Some(path.clone()),
+            body_timeout: Some(Duration::from_millis(1500)),
+            header_timeout: Some(Duration::from_secs(3)),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        std::fs::remove_file(path).ok();
+        assert_eq!(
+            settings.http,
+            HttpLimits {
+                header_timeout: Duration::from_secs(3),
+                keep_alive_timeout: Duration::from_secs(90),
+                body_timeout: Duration::from_millis(1500),
+                write_timeout: HttpLimits::default().write_timeout,
+                max_connections: 7,
+            }
+        );
+        let plain = Settings::resolve(ServeArgs {
+            model: Some("/m".into()),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        assert_eq!(plain.http, HttpLimits::default());
+        for (args, field) in [
+            (
+                ServeArgs {
+                    max_connections: Some(0),
+                    ..ServeArgs::default()
+                },
+                "max-connections",
+            ),
+            (
+                ServeArgs {
+                    write_timeout: Some(Duration::ZERO),
+                    ..ServeArgs::default()
+                },
+                "write-timeout",
+            ),
+        ] {
+            let err = Settings::resolve(ServeArgs {
+                model: Some("/m".into()),
+                ..args
+            })
+            .unwrap_err();
+            assert!(
+                matches!(err, ServerError::Setting { field: f, .. } if f == field),
+                "{err}"
+            );
+        }
+        let path = write_config("http-bad", "model = \"/m\"\nbody-timeout = \"forever\"\n");
+        let err = Settings::resolve(ServeArgs {
+            config: Some(path.clone()),
+            ..ServeArgs::default()
+        })
+        .unwrap_err();
+        std::fs::remove_file(path).ok();
+        assert!(
+            matches!(
+                err,
+                ServerError::Setting {
+                    field: "body-timeout",
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use pagoda_runtime::{EngineConfig, EngineHandle};
-use pagoda_server::{load_chat_template, serve, AppState};
+use pagoda_server::{load_chat_template, serve_with, AppState, HttpLimits};
 use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -51,12 +51,23 @@ impl TestServer {
     }
 
     pub async fn start_state(state: AppState, engine: EngineHandle, drain: Duration) -> TestServer {
+        TestServer::start_http(state, engine, drain, HttpLimits::default()).await
+    }
+
+    /// With connection deadlines and a connection cap of the test's choosing.
+    pub async fn start_http(
+        state: AppState,
+        engine: EngineHandle,
+        drain: Duration,
+        http: HttpLimits,
+    ) -> TestServer {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve(
+        let task = tokio::spawn(serve_with(
             listener,
             state.clone(),
+            http,
             async move {
                 let _ = rx.await;
             },
