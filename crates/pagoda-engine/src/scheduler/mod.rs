@@ -2,8 +2,15 @@
 //!
 //! Each request's computed tokens catch up with its total tokens; prefill, chunked prefill,
 //! prefix-cache hits and decode are all "how many new tokens run now". Running requests are
-//! served before waiting ones. When blocks run out, the lowest-priority, most recently admitted
-//! running request is preempted by recompute.
+//! served before waiting ones. When blocks run out, a running request of the lowest priority is
+//! preempted by recompute: the most recently admitted one of the tenant holding the most.
+//!
+//! Within a priority class, running slots are shared between tenants (`fair.rs`): waiting
+//! requests are admitted tenant by tenant, the tenant running least first; and a tenant with
+//! nothing running gets a slot, budget and blocks in the very next step, if need be by
+//! preempting one sequence of the tenant holding the most (when that tenant holds at least
+//! two, so that tenants cannot take one slot from each other forever). With one tenant this
+//! is plain priority-then-arrival order.
 //!
 //! Driving it, once per step:
 //! 1. `schedule()` -> `ScheduledBatch`;
@@ -15,6 +22,7 @@
 
 mod batch;
 mod config;
+mod fair;
 mod queue;
 mod step;
 mod update;
@@ -32,7 +40,7 @@ use crate::kv_cache::{BlockHasher, KvCacheManager};
 use crate::request::{NewRequest, Request};
 use crate::sampling::{SampleInput, SampledToken, Sampler, SamplerRng};
 use crate::stop::StopChecker;
-use queue::{QueueKey, WaitingQueue};
+use queue::{QueueKey, TenantSlot, WaitingQueue};
 use std::collections::HashMap;
 
 #[derive(Debug)]
@@ -45,6 +53,8 @@ pub struct Scheduler {
     waiting: WaitingQueue,
     /// In admission order.
     running: Vec<RequestId>,
+    /// Running sequences per tenant and priority class (entries are never zero).
+    running_load: HashMap<TenantSlot, usize>,
     next_arrival: u64,
     /// Seeds requests that bring no seed of their own.
     seed_source: SamplerRng,
@@ -74,6 +84,7 @@ impl Scheduler {
             requests: HashMap::new(),
             waiting: WaitingQueue::default(),
             running: Vec::new(),
+            running_load: HashMap::new(),
             next_arrival: 0,
             seed_source: SamplerRng::from_seed(seed),
         })
@@ -167,15 +178,22 @@ impl Scheduler {
         &self.running
     }
 
-    /// Waiting requests in the order they will be admitted.
+    /// Waiting requests in the order they would be admitted if nothing finished meanwhile.
     pub fn waiting_ids(&self) -> impl Iterator<Item = RequestId> + '_ {
-        self.waiting.ids()
+        self.waiting.order(|slot| self.load(slot)).into_iter()
+    }
+}
+
+fn tenant_slot(request: &Request) -> TenantSlot {
+    TenantSlot {
+        priority: request.priority,
+        tenant: request.tenant.clone(),
     }
 }
 
 fn queue_key(request: &Request) -> QueueKey {
     QueueKey {
-        priority: request.priority,
+        slot: tenant_slot(request),
         arrival: request.arrival,
     }
 }

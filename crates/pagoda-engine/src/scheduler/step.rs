@@ -11,16 +11,19 @@ impl Scheduler {
     /// `max_num_seqs` and free blocks allow. Call `update_from_output` with the batch before the
     /// next `schedule`.
     pub fn schedule(&mut self) -> ScheduledBatch {
-        let mut budget = self.config.max_num_batched_tokens;
+        let total = self.config.max_num_batched_tokens;
+        let reserve = self.starving_reserve(total);
+        let mut budget = total - reserve;
         let mut batch = ScheduledBatch {
             block_size: self.config.block_size,
             ..ScheduledBatch::default()
         };
         self.schedule_running(&mut budget, &mut batch);
-        // A step that had to preempt admits nobody: the freed blocks go to the preempted first.
-        if batch.preempted.is_empty() {
-            self.schedule_waiting(&mut budget, &mut batch);
-        }
+        budget += reserve;
+        // A step that had to preempt admits only starving tenants: the freed blocks go to the
+        // preempted first.
+        let starving_only = !batch.preempted.is_empty();
+        self.schedule_waiting(&mut budget, &mut batch, starving_only);
         batch.num_batched_tokens = batch.requests.iter().map(|r| r.num_new_tokens).sum();
         batch
     }
@@ -57,7 +60,10 @@ impl Scheduler {
                     i += 1;
                     break;
                 }
-                let (victim_index, victim) = self.pick_victim();
+                let Some((victim_index, victim)) = self.pick_victim() else {
+                    i += 1; // Unreachable: `id` itself is running.
+                    break;
+                };
                 self.preempt_one(victim, budget, batch);
                 if victim == id {
                     break; // `running[i]` is now the next request.
@@ -69,41 +75,61 @@ impl Scheduler {
         }
     }
 
-    /// Admits waiting requests in queue order, claiming their cached prefixes.
-    fn schedule_waiting(&mut self, budget: &mut usize, batch: &mut ScheduledBatch) {
-        while *budget > 0 && self.running.len() < self.config.max_num_seqs {
-            let Some(id) = self.waiting.peek() else {
+    /// Admits waiting requests in the queue's fair order, claiming their cached prefixes. A
+    /// starving tenant's head may preempt a sequence of the tenant holding the most to make
+    /// room; anyone else stops the admissions when it does not fit (strict order: nobody
+    /// behind it jumps ahead).
+    fn schedule_waiting(
+        &mut self,
+        budget: &mut usize,
+        batch: &mut ScheduledBatch,
+        starving_only: bool,
+    ) {
+        while let Some((key, id)) = self.waiting.next(|slot| self.load(slot)) {
+            let starving = self.is_starving(&key.slot);
+            if starving_only && !starving {
                 break;
-            };
-            let cached = self.kv.find_cached_prefix(&self.requests[&id]);
-            let num_new = self.num_new_tokens(id, cached.num_tokens, *budget);
-            let request = &self.requests[&id];
-            // Strict queue order: if the head does not fit, nobody behind it jumps ahead.
-            let Some(table) = self.kv.allocate_slots(request, num_new, &cached) else {
-                break;
-            };
-            let table = table.to_vec();
-            self.waiting.pop();
-            let request = self.requests.get_mut(&id).expect("waiting request exists");
-            request.status = RequestStatus::Running;
-            request.num_computed_tokens = cached.num_tokens;
-            request.num_cached_tokens.get_or_insert(cached.num_tokens);
-            self.running.push(id);
-            let entry = self.entry(id, num_new, table, Some(cached.num_tokens));
-            batch.requests.push(entry);
-            *budget -= num_new;
+            }
+            loop {
+                if self.try_admit(id, budget, batch) {
+                    break;
+                }
+                let victim = if starving {
+                    self.fair_share_victim(&key.slot)
+                } else {
+                    None
+                };
+                let Some(victim) = victim else {
+                    return;
+                };
+                self.preempt_one(victim, budget, batch);
+            }
         }
     }
 
-    /// The running request to preempt: lowest priority (largest value), then most recently
-    /// admitted.
-    fn pick_victim(&self) -> (usize, RequestId) {
-        self.running
-            .iter()
-            .enumerate()
-            .max_by_key(|(index, id)| (self.requests[id].priority, *index))
-            .map(|(index, &id)| (index, id))
-            .expect("a request is running when blocks run out")
+    /// Admits the waiting request `id` if a running slot, budget and blocks are free for it.
+    fn try_admit(&mut self, id: RequestId, budget: &mut usize, batch: &mut ScheduledBatch) -> bool {
+        if *budget == 0 || self.running.len() >= self.config.max_num_seqs {
+            return false;
+        }
+        let cached = self.kv.find_cached_prefix(&self.requests[&id]);
+        let num_new = self.num_new_tokens(id, cached.num_tokens, *budget);
+        let request = &self.requests[&id];
+        let Some(table) = self.kv.allocate_slots(request, num_new, &cached) else {
+            return false;
+        };
+        let table = table.to_vec();
+        let key = queue_key(request);
+        self.waiting.remove(&key);
+        let request = self.requests.get_mut(&id).expect("waiting request exists");
+        request.status = RequestStatus::Running;
+        request.num_computed_tokens = cached.num_tokens;
+        request.num_cached_tokens.get_or_insert(cached.num_tokens);
+        self.start_running(id);
+        let entry = self.entry(id, num_new, table, Some(cached.num_tokens));
+        batch.requests.push(entry);
+        *budget -= num_new;
+        true
     }
 
     /// Preempts `id` by recompute: frees its blocks and puts it back in the waiting queue at its
@@ -116,7 +142,7 @@ impl Scheduler {
         batch: &mut ScheduledBatch,
     ) {
         self.kv.free(id);
-        self.running.retain(|&r| r != id);
+        self.stop_running(id);
         if let Some(pos) = batch.requests.iter().position(|r| r.id == id) {
             *budget += batch.requests.remove(pos).num_new_tokens;
         }
@@ -124,8 +150,7 @@ impl Scheduler {
         request.status = RequestStatus::Preempted;
         request.num_computed_tokens = 0;
         request.num_preemptions += 1;
-        let key = queue_key(request);
-        self.waiting.push(key, id);
+        self.waiting.push(queue_key(request), id);
         batch.preempted.push(id);
     }
 

@@ -1,7 +1,7 @@
 //! Exact-state tests of the scheduler, built from small factory functions.
 
 use super::*;
-use crate::ids::{BlockId, CacheSalt};
+use crate::ids::{BlockId, CacheSalt, TenantKey};
 use crate::request::RequestStatus;
 use crate::sampling::SamplingParams;
 use crate::stop::FinishReason;
@@ -468,4 +468,161 @@ fn a_seeded_request_samples_the_same_tokens_whatever_shares_its_batch() {
     let alone = seeded_tokens(0, 6);
     assert_eq!(alone.len(), 6);
     assert_eq!(seeded_tokens(3, 6), alone);
+}
+
+// Fair sharing between tenants.
+
+fn tenant_request(id: u64, tenant: &str, len: usize, max_tokens: usize) -> NewRequest {
+    request(id, prompt(id, len), max_tokens).with_tenant(TenantKey::new(tenant))
+}
+
+fn add_for(s: &mut Scheduler, tenant: &str, ids: impl IntoIterator<Item = u64>, len: usize) {
+    for id in ids {
+        s.add_request(tenant_request(id, tenant, len, 50)).unwrap();
+    }
+}
+
+fn ids_of(batch: &ScheduledBatch) -> Vec<u64> {
+    batch.requests.iter().map(|r| r.id.0).collect()
+}
+
+#[test]
+fn a_new_tenant_runs_in_the_next_step_although_another_fills_every_slot() {
+    let mut s = scheduler(SchedulerConfig {
+        max_num_seqs: 64,
+        ..config(2048, 4, 4096)
+    });
+    add_for(&mut s, "a", 1..=300, 4);
+    step(&mut s, 7);
+    step(&mut s, 7);
+    assert_eq!(s.num_running(), 64);
+    assert_eq!(s.num_waiting(), 236);
+    s.add_request(tenant_request(1000, "b", 4, 50)).unwrap();
+    let (batch, _) = step(&mut s, 7);
+    // B prefills now; A's most recently admitted sequence makes room and waits at its place.
+    assert_eq!(batch.get(RequestId(1000)).unwrap().num_new_tokens, 4);
+    assert_eq!(batch.preempted, [RequestId(64)]);
+    assert_eq!(batch.requests.len(), 64);
+    assert_eq!(s.num_running(), 64);
+    assert_eq!(
+        s.request(RequestId(64)).unwrap().status(),
+        RequestStatus::Preempted
+    );
+    assert_eq!(s.waiting_ids().next(), Some(RequestId(64)));
+    // B keeps its slot: A, holding 63, cannot take it back.
+    let (batch, _) = step(&mut s, 7);
+    assert!(batch.preempted.is_empty());
+    assert_eq!(batch.get(RequestId(1000)).unwrap().num_new_tokens, 1);
+}
+
+#[test]
+fn waiting_requests_are_admitted_tenant_by_tenant() {
+    let mut s = scheduler(config(64, 4, 64));
+    add_for(&mut s, "a", 1..=3, 4);
+    add_for(&mut s, "b", 4..=6, 4);
+    add(&mut s, 7, 4, 50); // The anonymous tenant, a group of its own.
+    let expected = [1, 4, 7, 2, 5, 3, 6];
+    let order: Vec<u64> = s.waiting_ids().map(|id| id.0).collect();
+    assert_eq!(order, expected);
+    let (batch, _) = step(&mut s, 7);
+    assert_eq!(ids_of(&batch), expected);
+}
+
+#[test]
+fn with_one_tenant_admission_is_first_come_first_served() {
+    let mut s = scheduler(SchedulerConfig {
+        max_num_seqs: 2,
+        ..config(64, 4, 64)
+    });
+    add_for(&mut s, "a", [3, 1, 2], 4);
+    let (batch, _) = step(&mut s, 7);
+    assert_eq!(ids_of(&batch), [3, 1]);
+    assert_eq!(s.waiting_ids().collect::<Vec<_>>(), [RequestId(2)]);
+}
+
+#[test]
+fn a_tenant_holding_a_single_slot_is_not_preempted_for_another() {
+    let mut s = scheduler(SchedulerConfig {
+        max_num_seqs: 1,
+        ..config(64, 4, 64)
+    });
+    s.add_request(tenant_request(1, "a", 4, 2)).unwrap();
+    step(&mut s, 7);
+    s.add_request(tenant_request(2, "b", 4, 2)).unwrap();
+    let (batch, finished) = step(&mut s, 7);
+    assert_eq!(ids_of(&batch), [1]);
+    assert!(batch.preempted.is_empty());
+    assert_eq!(finished[0].id, RequestId(1));
+    assert_eq!(ids_of(&step(&mut s, 7).0), [2]);
+}
+
+#[test]
+fn a_freed_slot_goes_to_the_tenant_running_least() {
+    let mut s = scheduler(SchedulerConfig {
+        max_num_seqs: 4,
+        ..config(256, 4, 256)
+    });
+    add_for(&mut s, "a", 1..=5, 4);
+    step(&mut s, 7);
+    add_for(&mut s, "b", 10..=12, 4);
+    let (batch, _) = step(&mut s, 7);
+    assert_eq!(batch.preempted, [RequestId(4)]);
+    assert_eq!(s.running_ids(), [1, 2, 3, 10].map(RequestId));
+    // Full, and nobody is starving: nothing moves.
+    let (batch, _) = step(&mut s, 7);
+    assert!(batch.preempted.is_empty());
+    assert_eq!(ids_of(&batch), [1, 2, 3, 10]);
+    // A holds 2 after this, B holds 1: B's next request takes the slot, although A's
+    // preempted one arrived first.
+    s.abort(RequestId(1));
+    let (batch, _) = step(&mut s, 7);
+    assert_eq!(ids_of(&batch), [2, 3, 10, 11]);
+}
+
+#[test]
+fn under_block_pressure_the_tenant_holding_most_gives_way() {
+    let mut s = scheduler(config(64, 4, 5));
+    add_for(&mut s, "a", 1..=2, 4);
+    step(&mut s, 7); // Blocks 0 and 1.
+    s.add_request(tenant_request(3, "b", 4, 50)).unwrap();
+    step(&mut s, 7); // The decodes take blocks 2 and 3, B prefills into 4.
+    assert_eq!(s.kv_cache().num_free_blocks(), 0);
+    let batch = s.schedule();
+    // B is the most recently admitted, but A holds two sequences.
+    assert_eq!(batch.preempted, [RequestId(2)]);
+    assert_eq!(plan(&batch), [(1, 5, 1, true), (3, 4, 1, true)]);
+}
+
+#[test]
+fn a_starving_tenant_gets_budget_that_running_prefills_would_take() {
+    let mut s = scheduler(SchedulerConfig {
+        max_prefill_chunk: 8,
+        ..config(8, 4, 64)
+    });
+    s.add_request(tenant_request(1, "a", 40, 4)).unwrap();
+    assert_eq!(plan(&step(&mut s, 7).0), [(1, 0, 8, false)]);
+    s.add_request(tenant_request(2, "b", 4, 4)).unwrap();
+    // Half the step is held back for B's first chunk.
+    assert_eq!(
+        plan(&step(&mut s, 7).0),
+        [(1, 8, 4, false), (2, 0, 4, true)]
+    );
+    assert_eq!(s.request(RequestId(2)).unwrap().output_token_ids(), [7]);
+    // Nobody is starving any more: running requests take the whole budget in admission order.
+    assert_eq!(plan(&step(&mut s, 7).0), [(1, 12, 8, false)]);
+}
+
+#[test]
+fn a_higher_priority_class_still_goes_first_whatever_the_tenants() {
+    let mut s = scheduler(SchedulerConfig {
+        max_num_seqs: 1,
+        ..config(64, 4, 64)
+    });
+    s.add_request(tenant_request(1, "a", 4, 1).with_priority(1))
+        .unwrap();
+    s.add_request(tenant_request(2, "a", 4, 1)).unwrap();
+    s.add_request(tenant_request(3, "b", 4, 1).with_priority(1))
+        .unwrap();
+    let order: Vec<u64> = (0..3).map(|_| step(&mut s, 1).0.requests[0].id.0).collect();
+    assert_eq!(order, [2, 1, 3]);
 }

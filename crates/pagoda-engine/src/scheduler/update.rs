@@ -87,14 +87,16 @@ impl Scheduler {
     /// Ends a request for `reason` wherever it is (waiting or running) and frees its blocks.
     /// Used for stop strings found on the text side. `None` if it is unknown.
     pub fn finish(&mut self, id: RequestId, reason: FinishReason) -> Option<FinishedRequest> {
-        let mut request = self.requests.remove(&id)?;
+        let request = self.requests.get(&id)?;
         match request.status {
-            RequestStatus::Running => self.running.retain(|&r| r != id),
+            RequestStatus::Running => self.stop_running(id),
             RequestStatus::Waiting | RequestStatus::Preempted => {
-                self.waiting.remove(queue_key(&request));
+                let key = queue_key(request);
+                self.waiting.remove(&key);
             }
             RequestStatus::Finished(_) => {}
         }
+        let mut request = self.requests.remove(&id)?;
         self.kv.free(id);
         request.status = RequestStatus::Finished(reason);
         Some(FinishedRequest::new(request, reason))
@@ -145,8 +147,8 @@ impl Scheduler {
         request.status = RequestStatus::Running;
         request.num_computed_tokens = shared;
         request.num_cached_tokens = Some(shared);
-        self.waiting.remove(key);
-        self.running.push(child);
+        self.waiting.remove(&key);
+        self.start_running(child);
         Ok(())
     }
 }
