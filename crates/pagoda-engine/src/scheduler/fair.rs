@@ -13,9 +13,10 @@
 //! None of this changes anything while only one tenant has work: it is never starving, and the
 //! victim rule reduces to "most recently admitted".
 
-use super::queue::{QueueKey, TenantSlot};
+use super::queue::TenantSlot;
 use super::{tenant_slot, Scheduler};
 use crate::ids::RequestId;
+use std::collections::HashSet;
 
 impl Scheduler {
     /// Running sequences of a tenant in a class.
@@ -48,11 +49,12 @@ impl Scheduler {
     /// Whether the tenant of `slot` has nothing running in its class while another tenant
     /// does: it is owed a slot now.
     pub(super) fn is_starving(&self, slot: &TenantSlot) -> bool {
+        // With nothing of its own running, anyone running in the class is another tenant.
         self.load(slot) == 0
             && self
                 .running_load
                 .keys()
-                .any(|s| s.priority == slot.priority && s.tenant != slot.tenant)
+                .any(|s| s.priority == slot.priority)
     }
 
     /// The sequence to preempt so that the starving tenant of `slot` can run: the most recently
@@ -78,11 +80,30 @@ impl Scheduler {
     /// can get a slot: their first chunk each, at most half the step (and at least one token
     /// when anyone is owed one).
     pub(super) fn starving_reserve(&self, budget: usize) -> usize {
+        // Starving needs someone waiting and someone else running.
+        if self.waiting.len() == 0 || self.running_load.is_empty() {
+            return 0;
+        }
         let slot_free = self.running.len() < self.config.max_num_seqs;
+        // Per class: does anyone run in it, and does some tenant hold two or more (a victim
+        // for a starving tenant, which holds none)? Computed once, not once per head.
+        let mut running_classes = HashSet::new();
+        let mut victim_classes = HashSet::new();
+        for (slot, &load) in &self.running_load {
+            running_classes.insert(slot.priority);
+            if load >= 2 {
+                victim_classes.insert(slot.priority);
+            }
+        }
         let owed: usize = self
             .waiting
             .heads()
-            .filter(|(key, _)| self.owed_a_slot(key, slot_free))
+            .filter(|(key, _)| {
+                let class = key.slot.priority;
+                self.load(&key.slot) == 0
+                    && running_classes.contains(&class)
+                    && (slot_free || victim_classes.contains(&class))
+            })
             .map(|(_, id)| {
                 let request = &self.requests[&id];
                 let remaining = request.num_tokens() - request.num_computed_tokens;
@@ -93,10 +114,6 @@ impl Scheduler {
             return 0;
         }
         owed.min((budget / 2).max(1)).min(budget)
-    }
-
-    fn owed_a_slot(&self, key: &QueueKey, slot_free: bool) -> bool {
-        self.is_starving(&key.slot) && (slot_free || self.fair_share_victim(&key.slot).is_some())
     }
 
     /// The running request to preempt when blocks run out: lowest priority (largest value),
