@@ -5,6 +5,11 @@
 //! Decoding a short window (a few tokens before the unsent ones) instead of the whole
 //! sequence keeps each step O(window), and still lets the tokenizer's decoder apply its
 //! context-dependent rules (leading-space handling) exactly as a full decode would.
+//!
+//! The window is bounded: a UTF-8 character is at most 4 bytes, so a tail still incomplete
+//! after `MAX_HELD_TOKENS` tokens never will be (a model forcing stray continuation bytes, or
+//! tokens that decode to nothing). It is then emitted as it decodes, lossily, and the window
+//! moves on; otherwise every further token would re-decode an ever longer window.
 
 use crate::error::Result;
 use crate::tokenizer::Tokenizer;
@@ -12,7 +17,11 @@ use crate::tokenizer::Tokenizer;
 /// Tokens of already-emitted context decoded along with the new ones.
 const CONTEXT_TOKENS: usize = 5;
 
+/// A tail still incomplete after this many tokens is emitted as it decodes.
+pub const MAX_HELD_TOKENS: usize = 8;
+
 pub struct IncrementalDetokenizer {
+    /// A window of the sequence: emitted context, then the tokens not emitted yet.
     ids: Vec<u32>,
     /// Start of the window whose text has been emitted up to `read_offset`.
     prefix_offset: usize,
@@ -33,6 +42,11 @@ impl IncrementalDetokenizer {
         }
     }
 
+    /// Tokens received but not emitted as text yet (fewer than `MAX_HELD_TOKENS`).
+    pub fn num_held(&self) -> usize {
+        self.ids.len() - self.read_offset
+    }
+
     /// Adds tokens and returns the text that is now complete.
     pub fn push(&mut self, tokenizer: &Tokenizer, new_ids: &[u32]) -> Result<String> {
         self.ids.extend_from_slice(new_ids);
@@ -41,16 +55,13 @@ impl IncrementalDetokenizer {
             self.skip_special_tokens,
         )?;
         let full = tokenizer.decode(&self.ids[self.prefix_offset..], self.skip_special_tokens)?;
-        if full.len() <= prefix.len()
-            || full.ends_with('\u{FFFD}')
-            || !full.is_char_boundary(prefix.len())
-        {
+        let complete = full.len() > prefix.len()
+            && !full.ends_with('\u{FFFD}')
+            && full.is_char_boundary(prefix.len());
+        if !complete && self.num_held() < MAX_HELD_TOKENS {
             return Ok(String::new());
         }
-        let delta = full[prefix.len()..].to_string();
-        self.prefix_offset = self.read_offset;
-        self.read_offset = self.ids.len();
-        Ok(delta)
+        Ok(self.advance(&prefix, &full))
     }
 
     /// Whatever is still held back (a sequence that ended mid-character), decoded lossily.
@@ -63,14 +74,21 @@ impl IncrementalDetokenizer {
             self.skip_special_tokens,
         )?;
         let full = tokenizer.decode(&self.ids[self.prefix_offset..], self.skip_special_tokens)?;
-        self.prefix_offset = self.read_offset;
+        Ok(self.advance(&prefix, &full))
+    }
+
+    /// Marks every token as emitted and returns the text they add to the window's prefix
+    /// (nothing if the decoder rewrote the prefix itself). Only the last emitted tokens are
+    /// kept, as the next window's context.
+    fn advance(&mut self, prefix: &str, full: &str) -> String {
+        let delta = if full.len() > prefix.len() && full.is_char_boundary(prefix.len()) {
+            full[prefix.len()..].to_string()
+        } else {
+            String::new()
+        };
+        self.ids.drain(..self.read_offset);
+        self.prefix_offset = 0;
         self.read_offset = self.ids.len();
-        Ok(
-            if full.len() > prefix.len() && full.is_char_boundary(prefix.len()) {
-                full[prefix.len()..].to_string()
-            } else {
-                String::new()
-            },
-        )
+        delta
     }
 }

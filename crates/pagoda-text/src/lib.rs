@@ -5,6 +5,6 @@ pub mod detokenizer;
 pub mod error;
 pub mod tokenizer;
 
-pub use detokenizer::IncrementalDetokenizer;
+pub use detokenizer::{IncrementalDetokenizer, MAX_HELD_TOKENS};
 pub use error::{Result, TextError};
 pub use tokenizer::Tokenizer;
