@@ -21,8 +21,16 @@ pub struct EngineConfig {
     /// Largest prefill chunk one request may take in a step.
     pub max_prefill_chunk: usize,
     pub enable_prefix_caching: bool,
-    /// Requests in flight (waiting or running) before `submit` answers `QueueFull`.
+    /// Sequences in flight (waiting or running; a request counts `n`) before `submit` answers
+    /// `QueueFull`.
     pub max_pending_requests: usize,
+    /// Sequences in flight for one tenant before `submit` answers `TenantQueueFull`, so that
+    /// one caller cannot fill the queue for everyone. `new` sets half of
+    /// `max_pending_requests` (at least 1); set it again after changing that.
+    pub max_pending_per_tenant: usize,
+    /// Deliberate failures, for tests of the engine loop's recovery.
+    #[cfg(feature = "fault-injection")]
+    pub faults: crate::faults::FaultInjection,
 }
 
 impl EngineConfig {
@@ -39,6 +47,9 @@ impl EngineConfig {
             max_prefill_chunk: 512,
             enable_prefix_caching: true,
             max_pending_requests: 1024,
+            max_pending_per_tenant: 512,
+            #[cfg(feature = "fault-injection")]
+            faults: Default::default(),
         }
     }
 }

@@ -1,7 +1,9 @@
 //! One engine step, synchronously: schedule -> forward -> sample -> update -> stream out.
-//! Owns all engine state; the thread in `handle.rs` drives it.
+//! Owns all engine state; the thread in `engine_loop.rs` drives it and recovers from a panic
+//! in a step with `fail_step`.
 
 use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,6 +16,7 @@ use pagoda_text::{IncrementalDetokenizer, Tokenizer};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::error::Result;
+use crate::pending::PendingSlot;
 use crate::request::{Completion, GenerateRequest, RequestOutput, Timings, TokenLogprob, Usage};
 use crate::stats::EngineStats;
 
@@ -30,6 +33,25 @@ struct ActiveRequest {
     first_token: Option<Instant>,
     compute: Duration,
     wants_logprobs: bool,
+    /// `stats.steps_total` when it reached the engine.
+    steps_at_add: u64,
+    steps_waited: u64,
+    num_prompt_tokens: usize,
+    num_output_tokens: usize,
+    /// Its place in the pending counts, given back with the final output (or when this is
+    /// dropped).
+    pending: Option<PendingSlot>,
+}
+
+impl ActiveRequest {
+    /// Sends `output`; a final one first gives the request's pending place back, so that a
+    /// caller who reads it and submits again is not refused for its own finished request.
+    fn send(&mut self, output: RequestOutput) {
+        if output.finished.is_some() {
+            self.pending = None;
+        }
+        let _ = self.sender.send(output);
+    }
 }
 
 pub struct EngineCore {
@@ -41,6 +63,13 @@ pub struct EngineCore {
     stats: EngineStats,
     /// The last step found nothing it could schedule.
     idle: bool,
+    /// The requests of the step in progress: the ones to fail if it panics.
+    in_step: Vec<RequestId>,
+    #[cfg(feature = "fault-injection")]
+    faults: crate::faults::FaultInjection,
+    /// A request that should kill the loop was queued (fault injection).
+    #[cfg(feature = "fault-injection")]
+    kill_requested: bool,
 }
 
 impl EngineCore {
@@ -53,9 +82,27 @@ impl EngineCore {
             active: HashMap::new(),
             stats: EngineStats::default(),
             idle: false,
+            in_step: Vec::new(),
+            #[cfg(feature = "fault-injection")]
+            faults: Default::default(),
+            #[cfg(feature = "fault-injection")]
+            kill_requested: false,
         };
         core.refresh_stats();
         core
+    }
+
+    #[cfg(feature = "fault-injection")]
+    pub fn set_faults(&mut self, faults: crate::faults::FaultInjection) {
+        self.faults = faults;
+    }
+
+    /// Panics if a request queued since the last call should kill the engine loop.
+    #[cfg(feature = "fault-injection")]
+    pub fn kill_if_requested(&mut self) {
+        if std::mem::take(&mut self.kill_requested) {
+            panic!("fault injection: the engine loop dies");
+        }
     }
 
     pub fn has_work(&self) -> bool {
@@ -71,25 +118,51 @@ impl EngineCore {
         &self.stats
     }
 
-    /// Queues `request` as `n` choices with ids `first_id, first_id + 1, ...`. Choice `i` of a
-    /// seeded request samples with seed `seed + i`, so the choices differ yet reproduce.
+    /// Queues `request` as `n` choices with ids `first_id, first_id + 1, ...`, each holding one
+    /// of `pending`. Choice `i` of a seeded request samples with seed `seed + i`, so the
+    /// choices differ yet reproduce. On error no choice stays queued.
     pub fn add(
         &mut self,
         first_id: u64,
         request: GenerateRequest,
         sender: UnboundedSender<RequestOutput>,
         submitted: Instant,
+        pending: Vec<PendingSlot>,
     ) -> Result<()> {
         let n = request.sampling.n.max(1);
+        let result = self.add_choices(first_id, n, request, sender, submitted, pending);
+        if result.is_err() {
+            self.discard(first_id, n);
+        }
+        self.refresh_stats();
+        result
+    }
+
+    fn add_choices(
+        &mut self,
+        first_id: u64,
+        n: usize,
+        request: GenerateRequest,
+        sender: UnboundedSender<RequestOutput>,
+        submitted: Instant,
+        pending: Vec<PendingSlot>,
+    ) -> Result<()> {
+        #[cfg(feature = "fault-injection")]
+        if crate::faults::FaultInjection::hits(
+            self.faults.kill_loop_on_token,
+            &request.prompt_token_ids,
+        ) {
+            self.kill_requested = true;
+        }
         let parent = RequestId(first_id);
         let wants_logprobs = request.sampling.logprobs.is_some();
         // One copy of the parameters and one stop-string automaton for all the choices.
         let sampling = Arc::new(request.sampling);
         let stop_strings = Arc::new(StopStringSet::new(&sampling.stop));
+        let mut pending = pending.into_iter();
         for index in 0..n {
             let id = RequestId(first_id + index as u64);
             let seed = sampling.seed.map(|s| s.wrapping_add(index as u64));
-            let stops = StopStringMatcher::with_set(stop_strings.clone());
             if index == 0 {
                 let mut new =
                     NewRequest::new(id, request.prompt_token_ids.clone(), sampling.clone())
@@ -111,18 +184,33 @@ impl EngineCore {
                         &request.prompt_token_ids,
                         request.skip_special_tokens,
                     ),
-                    stops,
+                    stops: StopStringMatcher::with_set(stop_strings.clone()),
                     submitted,
                     first_scheduled: None,
                     cached_tokens: None,
                     first_token: None,
                     compute: Duration::ZERO,
                     wants_logprobs,
+                    steps_at_add: self.stats.steps_total,
+                    steps_waited: 0,
+                    num_prompt_tokens: request.prompt_token_ids.len(),
+                    num_output_tokens: 0,
+                    pending: pending.next(),
                 },
             );
         }
-        self.refresh_stats();
         Ok(())
+    }
+
+    /// Drops every trace of the choices `first_id..first_id + n` without a word on their
+    /// stream (the caller reports why).
+    pub fn discard(&mut self, first_id: u64, n: usize) {
+        for index in 0..n {
+            let id = RequestId(first_id + index as u64);
+            self.scheduler.abort(id);
+            self.active.remove(&id);
+        }
+        self.refresh_stats();
     }
 
     /// Aborts requests whose caller dropped its stream; their blocks are freed now.
@@ -144,16 +232,21 @@ impl EngineCore {
         gone.len()
     }
 
-    /// Runs one step. Returns the number of requests that finished in it.
+    /// Runs one step. Returns the number of requests that finished in it. If it panics, call
+    /// `fail_step` before anything else.
     pub fn step(&mut self) -> usize {
         let step_start = Instant::now();
+        self.in_step.clear();
         let batch = self.scheduler.schedule();
         let mut scheduler_time = step_start.elapsed();
         self.idle = batch.is_empty();
         if self.idle {
             return 0;
         }
+        self.in_step.extend(batch.requests.iter().map(|r| r.id));
         self.note_scheduled(&batch, step_start);
+        #[cfg(feature = "fault-injection")]
+        self.inject_step_fault(&batch);
         let forward_start = Instant::now();
         let logits = match self.forward(&batch) {
             Ok(logits) => logits,
@@ -162,13 +255,14 @@ impl EngineCore {
         let forward_time = forward_start.elapsed();
 
         let mut sampled: Vec<(RequestId, SampledToken)> = Vec::new();
+        let mut num_failed = 0;
         for (row, id) in batch.sampled_ids().enumerate() {
             let mut row_logits = logits.row(row).to_vec();
-            if let Some(token) = self
-                .scheduler
-                .sample(&mut self.sampler, id, &mut row_logits)
-            {
-                sampled.push((id, token));
+            match self.sample_isolated(id, &mut row_logits) {
+                Ok(Some(token)) => sampled.push((id, token)),
+                Ok(None) => {}
+                // Only this request fails; `update_from_output` skips it once aborted.
+                Err(message) => num_failed += usize::from(self.fail(id, &message)),
             }
         }
         let update_start = Instant::now();
@@ -183,19 +277,106 @@ impl EngineCore {
                     .mul_f64(entry.num_new_tokens as f64 / batch.num_batched_tokens.max(1) as f64);
             }
         }
-        let num_finished = self.emit(sampled, finished);
+        let num_finished = self.emit(sampled, finished) + num_failed;
         self.stats.steps_total += 1;
         self.stats.forward_time_total += forward_time;
         self.stats.scheduler_time_total += scheduler_time;
         self.refresh_stats();
+        self.in_step.clear();
         num_finished
+    }
+
+    /// Samples one request's token; a panic in the sampler fails that request alone.
+    fn sample_isolated(
+        &mut self,
+        id: RequestId,
+        logits: &mut [f32],
+    ) -> Result<Option<SampledToken>, String> {
+        #[cfg(feature = "fault-injection")]
+        let fault = self.scheduler.request(id).is_some_and(|r| {
+            crate::faults::FaultInjection::hits(
+                self.faults.panic_sampling_on_token,
+                r.prompt_token_ids(),
+            )
+        });
+        let (scheduler, sampler) = (&mut self.scheduler, &mut self.sampler);
+        catch_unwind(AssertUnwindSafe(|| {
+            #[cfg(feature = "fault-injection")]
+            if fault {
+                panic!("fault injection: sampling panics");
+            }
+            scheduler.sample(sampler, id, logits)
+        }))
+        .map_err(|panic| {
+            format!(
+                "internal error while sampling this request: {}",
+                panic_message(&*panic)
+            )
+        })
+    }
+
+    #[cfg(feature = "fault-injection")]
+    fn inject_step_fault(&self, batch: &ScheduledBatch) {
+        let token = self.faults.panic_step_on_token;
+        let hit = batch.requests.iter().any(|entry| {
+            self.scheduler
+                .request(entry.id)
+                .is_some_and(|r| crate::faults::FaultInjection::hits(token, r.prompt_token_ids()))
+        });
+        if hit {
+            panic!("fault injection: the step panics");
+        }
+    }
+
+    /// Recovers from a panic in `step` (or in the work around it): the requests of that step
+    /// end with `message` and their blocks are freed; the others carry on. If the panic came
+    /// before the step knew its requests (inside scheduling), the scheduler's state cannot be
+    /// trusted and every request fails. Returns how many ended.
+    pub fn fail_step(&mut self, message: &str) -> usize {
+        let mut ids = std::mem::take(&mut self.in_step);
+        if ids.is_empty() {
+            ids = self.active.keys().copied().collect();
+            ids.sort();
+        }
+        let n = ids.iter().filter(|&&id| self.fail(id, message)).count();
+        self.idle = false;
+        self.refresh_stats();
+        n
+    }
+
+    /// Ends one request with an error: aborted in the scheduler (blocks freed) and a final
+    /// output with `error` set on its stream. Returns whether it was live.
+    fn fail(&mut self, id: RequestId, message: &str) -> bool {
+        let done = self.scheduler.abort(id);
+        let Some(mut active) = self.active.remove(&id) else {
+            return done.is_some();
+        };
+        let completion = match &done {
+            Some(done) => completion(&active, done, Some(message.to_string())),
+            None => lost(&active, message),
+        };
+        let index = active.index;
+        active.send(RequestOutput::last(index, completion));
+        true
+    }
+
+    /// The engine loop is dying: every open request gets a final output with `message`,
+    /// without touching the scheduler (whose state may be what broke).
+    pub fn fail_all(&mut self, message: &str) {
+        for (_, mut active) in self.active.drain() {
+            let output = RequestOutput::last(active.index, lost(&active, message));
+            active.send(output);
+        }
     }
 
     fn note_scheduled(&mut self, batch: &ScheduledBatch, now: Instant) {
         self.stats.preemptions_total += batch.preempted.len() as u64;
         for entry in &batch.requests {
             if let Some(active) = self.active.get_mut(&entry.id) {
-                active.first_scheduled.get_or_insert(now);
+                if active.first_scheduled.is_none() {
+                    active.first_scheduled = Some(now);
+                    active.steps_waited = self.stats.steps_total - active.steps_at_add;
+                }
                 if let Some(cached) = entry.num_cached_tokens {
                     active.cached_tokens.get_or_insert(cached);
                 }
@@ -229,19 +410,13 @@ impl EngineCore {
     /// A forward pass failed (a bug, not bad input): end every request in it with the error
     /// rather than leave them stuck with their blocks.
     fn fail_batch(&mut self, batch: &ScheduledBatch, message: &str) -> usize {
-        let mut n = 0;
-        for entry in &batch.requests {
-            if let Some(done) = self.scheduler.abort(entry.id) {
-                if let Some(active) = self.active.remove(&entry.id) {
-                    let completion = completion(&active, &done, Some(message.to_string()));
-                    let _ = active
-                        .sender
-                        .send(RequestOutput::last(active.index, completion));
-                }
-                n += 1;
-            }
-        }
+        let n = batch
+            .requests
+            .iter()
+            .filter(|entry| self.fail(entry.id, message))
+            .count();
         self.refresh_stats();
+        self.in_step.clear();
         n
     }
 
@@ -260,6 +435,7 @@ impl EngineCore {
                 continue;
             };
             self.stats.generation_tokens_total += 1;
+            active.num_output_tokens += 1;
             active.first_token.get_or_insert(now);
             let delta = active
                 .detokenizer
@@ -296,14 +472,15 @@ impl EngineCore {
             } else {
                 Vec::new()
             };
-            let _ = active.sender.send(RequestOutput {
+            let output = RequestOutput {
                 index: active.index,
                 token_ids: vec![token.token],
                 text,
                 logprobs,
                 cached_tokens: active.cached_tokens,
                 finished: completion,
-            });
+            };
+            active.send(output);
             if done.is_some() {
                 self.active.remove(&id);
                 num_finished += 1;
@@ -311,11 +488,9 @@ impl EngineCore {
         }
         // Requests that finished without a sampled token this step still get a final message.
         for (id, done) in finished {
-            if let Some(active) = self.active.remove(&id) {
-                let completion = completion(&active, &done, None);
-                let _ = active
-                    .sender
-                    .send(RequestOutput::last(active.index, completion));
+            if let Some(mut active) = self.active.remove(&id) {
+                let output = RequestOutput::last(active.index, completion(&active, &done, None));
+                active.send(output);
                 num_finished += 1;
             }
         }
@@ -336,22 +511,52 @@ impl EngineCore {
 }
 
 fn completion(active: &ActiveRequest, done: &FinishedRequest, error: Option<String>) -> Completion {
-    let now = Instant::now();
+    let usage = Usage {
+        prompt_tokens: done.num_prompt_tokens,
+        cached_tokens: done.num_cached_tokens,
+        completion_tokens: done.output_token_ids.len(),
+    };
     Completion {
         finish_reason: done.reason,
-        usage: Usage {
-            prompt_tokens: done.num_prompt_tokens,
-            cached_tokens: done.num_cached_tokens,
-            completion_tokens: done.output_token_ids.len(),
-        },
-        timings: Timings {
-            queued: active
-                .first_scheduled
-                .map_or(Duration::ZERO, |t| t - active.submitted),
-            first_token: active.first_token.map(|t| t - active.submitted),
-            finished: now - active.submitted,
-            compute: active.compute,
-        },
+        usage,
+        timings: timings(active),
         error,
     }
+}
+
+/// The end of a request the scheduler no longer knows (or should not be asked about): what
+/// the text side saw of it, aborted with `message`.
+fn lost(active: &ActiveRequest, message: &str) -> Completion {
+    Completion {
+        finish_reason: FinishReason::Abort,
+        usage: Usage {
+            prompt_tokens: active.num_prompt_tokens,
+            cached_tokens: active.cached_tokens.unwrap_or(0),
+            completion_tokens: active.num_output_tokens,
+        },
+        timings: timings(active),
+        error: Some(message.to_string()),
+    }
+}
+
+fn timings(active: &ActiveRequest) -> Timings {
+    let now = Instant::now();
+    Timings {
+        queued: active
+            .first_scheduled
+            .map_or(Duration::ZERO, |t| t - active.submitted),
+        first_token: active.first_token.map(|t| t - active.submitted),
+        finished: now - active.submitted,
+        compute: active.compute,
+        steps_waited: active.steps_waited,
+    }
+}
+
+/// The message a panic carried, for error reports.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".to_string())
 }

@@ -17,6 +17,10 @@ pub enum RuntimeError {
     TokenOutOfRange { token: u32, vocab_size: usize },
     #[error("the engine is at capacity ({limit} requests in flight); retry later")]
     QueueFull { limit: usize },
+    #[error(
+        "too many requests in flight for this caller ({limit} sequences at most); retry later"
+    )]
+    TenantQueueFull { limit: usize },
     #[error("model not found: {0}")]
     ModelNotFound(String),
     #[error("the engine is not running")]

@@ -1,63 +1,39 @@
-//! The engine on its own OS thread, and the cloneable async handle the rest of Pagoda uses.
+//! The cloneable async handle the rest of Pagoda uses: submit a request, get a stream of
+//! outputs; drop the stream to abort. `start` loads the model (`load.rs`) and spawns the
+//! engine loop (`engine_loop.rs`).
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
-
-/// How long the engine loop waits for a command after a step that scheduled nothing.
-const IDLE_WAIT: Duration = Duration::from_millis(5);
+use std::time::Instant;
 
 use pagoda_engine::sampling::InvalidParam;
-use pagoda_engine::{Scheduler, SchedulerConfig};
-use pagoda_models::loader::load_model;
-use pagoda_models::{Architecture, GenerationConfig, KvCacheShape, ModelRunner, WeightDtype};
+use pagoda_engine::{FinishReason, TenantKey};
 use pagoda_text::Tokenizer;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use crate::config::EngineConfig;
-use crate::core::EngineCore;
+use crate::engine_loop::{self, Command};
 use crate::error::{Result, RuntimeError};
-use crate::request::{GenerateRequest, RequestOutput};
+use crate::load::{load, ModelInfo};
+use crate::pending::PendingCounts;
+use crate::request::{Completion, GenerateRequest, RequestOutput};
 use crate::stats::EngineStats;
 
-/// Facts about the loaded model that callers need.
-#[derive(Debug, Clone)]
-pub struct ModelInfo {
-    pub model_dir: PathBuf,
-    pub architecture: Architecture,
-    pub max_model_len: usize,
-    pub vocab_size: usize,
-    pub eos_token_ids: Vec<u32>,
-    pub generation_config: GenerationConfig,
-    pub weight_dtype: WeightDtype,
-    pub weight_bytes: usize,
-    pub kv_cache: KvCacheShape,
-    pub kv_cache_bytes: u64,
-}
+/// What a choice's stream reports if it closes without a final output (the engine died in a
+/// way that could not even answer).
+const ENGINE_GONE: &str = "the engine stopped before this request finished";
 
-enum Command {
-    Add {
-        first_id: u64,
-        request: Box<GenerateRequest>,
-        sender: tokio::sync::mpsc::UnboundedSender<RequestOutput>,
-        submitted: Instant,
-    },
-    Shutdown,
-}
-
-struct Shared {
+pub(crate) struct Shared {
     commands: Mutex<Sender<Command>>,
     next_id: AtomicU64,
-    in_flight: AtomicUsize,
-    accepting: AtomicBool,
-    alive: AtomicBool,
-    stats: Mutex<EngineStats>,
+    pending: Arc<PendingCounts>,
+    pub(crate) accepting: AtomicBool,
+    pub(crate) alive: AtomicBool,
+    pub(crate) stats: Mutex<EngineStats>,
     info: ModelInfo,
     tokenizer: Arc<Tokenizer>,
-    max_pending: usize,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -67,9 +43,12 @@ pub struct EngineHandle {
 }
 
 /// The outputs of one submitted request (all its choices). Dropping it aborts the request;
-/// its blocks are freed at the engine's next step.
+/// its blocks are freed at the engine's next step. Every choice ends with a message whose
+/// `finished` is set, with `error` set if the engine failed it: a stream never just stops.
 pub struct RequestStream {
     receiver: UnboundedReceiver<RequestOutput>,
+    /// Choices that have not had their final output yet.
+    open: Vec<bool>,
 }
 
 impl std::fmt::Debug for RequestStream {
@@ -80,161 +59,62 @@ impl std::fmt::Debug for RequestStream {
 
 impl RequestStream {
     pub async fn next(&mut self) -> Option<RequestOutput> {
-        self.receiver.recv().await
+        let output = self.receiver.recv().await;
+        self.track(output)
     }
 
     /// For callers outside an async runtime (the CLI).
     pub fn blocking_next(&mut self) -> Option<RequestOutput> {
-        self.receiver.blocking_recv()
+        let output = self.receiver.blocking_recv();
+        self.track(output)
+    }
+
+    /// Notes finished choices; once the channel closes, ends each choice still open with an
+    /// error.
+    fn track(&mut self, output: Option<RequestOutput>) -> Option<RequestOutput> {
+        if let Some(output) = output {
+            if output.finished.is_some() {
+                if let Some(open) = self.open.get_mut(output.index) {
+                    *open = false;
+                }
+            }
+            return Some(output);
+        }
+        let index = self.open.iter().position(|&open| open)?;
+        self.open[index] = false;
+        let completion = Completion {
+            finish_reason: FinishReason::Abort,
+            usage: Default::default(),
+            timings: Default::default(),
+            error: Some(ENGINE_GONE.to_string()),
+        };
+        Some(RequestOutput::last(index, completion))
     }
 }
 
 /// Loads the model, tokenizer and generation config, sizes the KV cache, and starts the
 /// engine thread.
 pub fn start(config: EngineConfig) -> Result<EngineHandle> {
-    let (model, weight_dtype) = load_model(&config.model_dir, &config.load)?;
-    let tokenizer = Arc::new(Tokenizer::from_file(
-        &config.model_dir.join("tokenizer.json"),
-    )?);
-    let generation_config = GenerationConfig::load_optional(&config.model_dir)?;
-    let model_cfg = model.config.clone();
-    let max_model_len = config
-        .max_model_len
-        .unwrap_or(model_cfg.max_position_embeddings);
-    if max_model_len > model_cfg.max_position_embeddings {
-        return Err(pagoda_models::ModelError::ConfigField {
-            field: "max_model_len",
-            problem: format!(
-                "({max_model_len}) exceeds the model's max_position_embeddings ({})",
-                model_cfg.max_position_embeddings
-            ),
-        }
-        .into());
-    }
-    let kv_shape = KvCacheShape::from_budget(
-        &model_cfg,
-        config.block_size,
-        config.kv_cache_memory,
-        max_model_len,
-    )?;
-    let mut eos_token_ids = generation_config.eos_token_ids();
-    if eos_token_ids.is_empty() {
-        eos_token_ids = model_cfg.eos_token_ids.clone();
-    }
-    let scheduler = Scheduler::new(
-        SchedulerConfig {
-            max_num_batched_tokens: config.max_num_batched_tokens,
-            max_num_seqs: config.max_num_seqs,
-            max_prefill_chunk: config.max_prefill_chunk,
-            block_size: config.block_size,
-            num_blocks: kv_shape.num_blocks,
-            max_model_len,
-            enable_prefix_caching: config.enable_prefix_caching,
-            ..SchedulerConfig::default()
-        },
-        eos_token_ids.clone(),
-    )?;
-    let info = ModelInfo {
-        model_dir: config.model_dir.clone(),
-        architecture: model_cfg.architecture,
-        max_model_len,
-        vocab_size: model_cfg.vocab_size,
-        eos_token_ids,
-        generation_config,
-        weight_dtype,
-        weight_bytes: model.weight_bytes(),
-        kv_cache: kv_shape,
-        kv_cache_bytes: kv_shape.total_bytes(),
-    };
-    let runner = ModelRunner::new(model, kv_shape);
-    let core = EngineCore::new(scheduler, runner, tokenizer.clone());
+    let loaded = load(&config)?;
     let (sender, receiver) = channel();
     let shared = Arc::new(Shared {
         commands: Mutex::new(sender),
         next_id: AtomicU64::new(1),
-        in_flight: AtomicUsize::new(0),
+        pending: PendingCounts::new(
+            config.max_pending_requests,
+            config.max_pending_per_tenant.max(1),
+        ),
         accepting: AtomicBool::new(true),
         alive: AtomicBool::new(true),
-        stats: Mutex::new(core.stats().clone()),
-        info,
-        tokenizer,
-        max_pending: config.max_pending_requests,
+        stats: Mutex::new(loaded.core.stats().clone()),
+        info: loaded.info,
+        tokenizer: loaded.tokenizer,
         thread: Mutex::new(None),
     });
-    let thread_shared = shared.clone();
-    let thread = std::thread::Builder::new()
-        .name("pagoda-engine".into())
-        .spawn(move || run_loop(core, receiver, thread_shared))
+    let thread = engine_loop::spawn(loaded.core, receiver, shared.clone())
         .map_err(|_| RuntimeError::EngineStopped)?;
     *shared.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(thread);
     Ok(EngineHandle { shared })
-}
-
-/// Marks the engine dead however the loop ends, panics included, so health checks see it.
-struct AliveGuard(Arc<Shared>);
-
-impl Drop for AliveGuard {
-    fn drop(&mut self) {
-        self.0.alive.store(false, Ordering::SeqCst);
-        self.0.accepting.store(false, Ordering::SeqCst);
-    }
-}
-
-fn run_loop(mut core: EngineCore, commands: Receiver<Command>, shared: Arc<Shared>) {
-    let _guard = AliveGuard(shared.clone());
-    let mut shutting_down = false;
-    loop {
-        if !core.has_work() {
-            if shutting_down {
-                break;
-            }
-            match commands.recv() {
-                Ok(command) => apply(&mut core, command, &shared, &mut shutting_down),
-                Err(_) => break,
-            }
-        }
-        while let Ok(command) = commands.try_recv() {
-            apply(&mut core, command, &shared, &mut shutting_down);
-        }
-        let aborted = core.abort_abandoned();
-        let finished = core.step();
-        shared
-            .in_flight
-            .fetch_sub(aborted + finished, Ordering::SeqCst);
-        *shared.stats.lock().unwrap_or_else(|e| e.into_inner()) = core.stats().clone();
-        if core.was_idle() && core.has_work() {
-            // Admission keeps every request within the KV budget, so this should not happen;
-            // if it does, wait for the next command instead of spinning a core.
-            if let Ok(command) = commands.recv_timeout(IDLE_WAIT) {
-                apply(&mut core, command, &shared, &mut shutting_down);
-            }
-        }
-    }
-}
-
-fn apply(core: &mut EngineCore, command: Command, shared: &Shared, shutting_down: &mut bool) {
-    match command {
-        Command::Add {
-            first_id,
-            request,
-            sender,
-            submitted,
-        } => {
-            let n = request.sampling.n.max(1);
-            if let Err(e) = core.add(first_id, *request, sender.clone(), submitted) {
-                // Checked before sending, so this is unexpected: report it on the stream.
-                shared.in_flight.fetch_sub(n, Ordering::SeqCst);
-                let completion = crate::request::Completion {
-                    finish_reason: pagoda_engine::FinishReason::Abort,
-                    usage: Default::default(),
-                    timings: Default::default(),
-                    error: Some(e.to_string()),
-                };
-                let _ = sender.send(RequestOutput::last(0, completion));
-            }
-        }
-        Command::Shutdown => *shutting_down = true,
-    }
 }
 
 impl EngineHandle {
@@ -259,9 +139,14 @@ impl EngineHandle {
         self.shared.alive.load(Ordering::SeqCst)
     }
 
-    /// Requests submitted and not yet finished (choices counted one by one).
+    /// Sequences submitted and not yet finished (choices counted one by one).
     pub fn num_in_flight(&self) -> usize {
-        self.shared.in_flight.load(Ordering::SeqCst)
+        self.shared.pending.total()
+    }
+
+    /// Sequences of one tenant (`None`: the anonymous tenant) submitted and not yet finished.
+    pub fn num_in_flight_for(&self, tenant: Option<&TenantKey>) -> usize {
+        self.shared.pending.of_tenant(tenant)
     }
 
     /// Checks `request` as the engine would, without queueing it.
@@ -274,9 +159,11 @@ impl EngineHandle {
         sampling
             .validate_token_ids(info.vocab_size)
             .map_err(pagoda_engine::EngineError::from)?;
-        if sampling.n > self.shared.max_pending {
+        let pending = &self.shared.pending;
+        let max_n = pending.max_total().min(pending.max_per_tenant());
+        if sampling.n > max_n {
             // Could never be admitted: a bad request, not a busy engine.
-            let reason = format!("must be at most {} on this server", self.shared.max_pending);
+            let reason = format!("must be at most {max_n} on this server");
             return Err(
                 pagoda_engine::EngineError::from(InvalidParam { field: "n", reason }).into(),
             );
@@ -296,7 +183,10 @@ impl EngineHandle {
         }
         let prompt_tokens = request.prompt_token_ids.len();
         let max_tokens = request.sampling.max_tokens.unwrap_or(0);
-        if prompt_tokens + max_tokens > info.max_model_len || prompt_tokens >= info.max_model_len {
+        // Saturating: a client's max_tokens near usize::MAX must not wrap to a small total.
+        if prompt_tokens.saturating_add(max_tokens) > info.max_model_len
+            || prompt_tokens >= info.max_model_len
+        {
             return Err(RuntimeError::ContextOverflow {
                 prompt_tokens,
                 max_tokens,
@@ -306,20 +196,16 @@ impl EngineHandle {
         Ok(())
     }
 
-    /// Queues a request; its outputs arrive on the returned stream.
+    /// Queues a request; its outputs arrive on the returned stream. Refused with `QueueFull`
+    /// when the engine has `max_pending_requests` sequences in flight, and with
+    /// `TenantQueueFull` when the request's tenant has `max_pending_per_tenant`.
     pub fn submit(&self, request: GenerateRequest) -> Result<RequestStream> {
         self.validate(&request)?;
         if !self.shared.accepting.load(Ordering::SeqCst) {
             return Err(RuntimeError::EngineStopped);
         }
         let n = request.sampling.n.max(1);
-        let previous = self.shared.in_flight.fetch_add(n, Ordering::SeqCst);
-        if previous + n > self.shared.max_pending {
-            self.shared.in_flight.fetch_sub(n, Ordering::SeqCst);
-            return Err(RuntimeError::QueueFull {
-                limit: self.shared.max_pending,
-            });
-        }
+        let pending = self.shared.pending.reserve(request.tenant.as_ref(), n)?;
         let first_id = self.shared.next_id.fetch_add(n as u64, Ordering::SeqCst);
         let (sender, receiver) = unbounded_channel();
         let command = Command::Add {
@@ -327,6 +213,7 @@ impl EngineHandle {
             request: Box::new(request),
             sender,
             submitted: Instant::now(),
+            pending,
         };
         let sent = self
             .shared
@@ -335,10 +222,13 @@ impl EngineHandle {
             .unwrap_or_else(|e| e.into_inner())
             .send(command);
         if sent.is_err() {
-            self.shared.in_flight.fetch_sub(n, Ordering::SeqCst);
+            // The command, and with it the pending places, came back and is dropped.
             return Err(RuntimeError::EngineStopped);
         }
-        Ok(RequestStream { receiver })
+        Ok(RequestStream {
+            receiver,
+            open: vec![true; n],
+        })
     }
 
     /// Stops admission; the engine finishes what is in flight, then its thread exits.
@@ -363,5 +253,60 @@ impl EngineHandle {
         if let Some(thread) = thread {
             let _ = thread.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::Usage;
+
+    fn finished(index: usize) -> RequestOutput {
+        let completion = Completion {
+            finish_reason: FinishReason::Stop,
+            usage: Usage::default(),
+            timings: Default::default(),
+            error: None,
+        };
+        RequestOutput::last(index, completion)
+    }
+
+    #[test]
+    fn a_stream_closed_early_ends_each_open_choice_with_an_error() {
+        let (sender, receiver) = unbounded_channel();
+        let mut stream = RequestStream {
+            receiver,
+            open: vec![true; 3],
+        };
+        sender.send(finished(1)).unwrap();
+        drop(sender);
+        assert_eq!(stream.blocking_next().unwrap().index, 1);
+        for index in [0, 2] {
+            let out = stream.blocking_next().unwrap();
+            assert_eq!(out.index, index);
+            let completion = out.finished.unwrap();
+            assert_eq!(completion.finish_reason, FinishReason::Abort);
+            assert_eq!(completion.error.as_deref(), Some(ENGINE_GONE));
+        }
+        assert!(stream.blocking_next().is_none());
+    }
+
+    #[test]
+    fn a_stream_whose_choices_all_finished_just_ends() {
+        let (sender, receiver) = unbounded_channel();
+        let mut stream = RequestStream {
+            receiver,
+            open: vec![true; 1],
+        };
+        sender.send(finished(0)).unwrap();
+        drop(sender);
+        assert!(stream
+            .blocking_next()
+            .unwrap()
+            .finished
+            .unwrap()
+            .error
+            .is_none());
+        assert!(stream.blocking_next().is_none());
     }
 }

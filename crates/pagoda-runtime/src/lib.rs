@@ -2,18 +2,29 @@
 //! every request's text state, and runs `schedule -> forward -> sample -> update` for as long
 //! as there is work. The async world talks to it through a cloneable `EngineHandle`: submit a
 //! request, get a stream of outputs; drop the stream to abort.
+//!
+//! `load` builds the engine from a model directory, `engine_loop` runs it (surviving a panic in
+//! a step), `handle` is the async side, `pending` bounds the work in flight per tenant.
 
 mod config;
 mod core;
+mod engine_loop;
 mod error;
+#[cfg(feature = "fault-injection")]
+mod faults;
 mod handle;
+mod load;
 mod model_source;
+mod pending;
 mod request;
 mod stats;
 
 pub use config::EngineConfig;
 pub use error::{Result, RuntimeError};
-pub use handle::{start, EngineHandle, ModelInfo, RequestStream};
+#[cfg(feature = "fault-injection")]
+pub use faults::FaultInjection;
+pub use handle::{start, EngineHandle, RequestStream};
+pub use load::ModelInfo;
 pub use model_source::resolve_model;
 pub use request::{Completion, GenerateRequest, RequestOutput, Timings, TokenLogprob, Usage};
 pub use stats::EngineStats;

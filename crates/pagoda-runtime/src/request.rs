@@ -56,6 +56,9 @@ pub struct Timings {
     pub finished: Duration,
     /// Its share of the steps it took part in (each step's time split by tokens run).
     pub compute: Duration,
+    /// Engine steps that ran after it reached the engine and before it was first scheduled:
+    /// 0 when it ran in the very next step.
+    pub steps_waited: u64,
 }
 
 /// The end of one completion (choice).
