@@ -77,6 +77,34 @@ pub struct ServeArgs {
     /// --guard-config); check it with `pagoda audit verify`.
     #[arg(long, env = "PAGODA_AUDIT_LOG")]
     pub audit_log: Option<PathBuf>,
+    /// Largest request body, e.g. 8MiB; larger bodies get 413 [default: 8MiB].
+    #[arg(long, env = "PAGODA_MAX_BODY_BYTES", value_parser = parse_byte_size)]
+    pub max_body_bytes: Option<u64>,
+    /// Most bytes of prompt text per request, before tokenization [default: 2MiB].
+    #[arg(long, env = "PAGODA_MAX_PROMPT_BYTES", value_parser = parse_byte_size)]
+    pub max_prompt_bytes: Option<u64>,
+    /// Most entries of `messages` [default: 4096].
+    #[arg(long, env = "PAGODA_MAX_MESSAGES")]
+    pub max_messages: Option<usize>,
+    /// Most `stop` strings per request [default: 16].
+    #[arg(long, env = "PAGODA_MAX_STOP_SEQUENCES")]
+    pub max_stop_sequences: Option<usize>,
+    /// Most bytes of one stop string [default: 256].
+    #[arg(long, env = "PAGODA_MAX_STOP_BYTES")]
+    pub max_stop_bytes: Option<usize>,
+    /// Most `stop_token_ids` per request [default: 256].
+    #[arg(long, env = "PAGODA_MAX_STOP_TOKEN_IDS")]
+    pub max_stop_token_ids: Option<usize>,
+    /// Most `logit_bias` entries per request [default: 300].
+    #[arg(long, env = "PAGODA_MAX_LOGIT_BIAS")]
+    pub max_logit_bias: Option<usize>,
+    /// Most sequences one request runs (n x prompts) [default: 128].
+    #[arg(long, env = "PAGODA_MAX_SEQS_PER_REQUEST")]
+    pub max_seqs_per_request: Option<usize>,
+    /// Sequences one tenant may have queued or running before its requests get 429
+    /// [default: half of --max-pending-requests].
+    #[arg(long, env = "PAGODA_MAX_PENDING_PER_TENANT")]
+    pub max_pending_per_tenant: Option<usize>,
     /// A request's headers must arrive within this long of the connection's accept (first
     /// request) or of the request's first byte, else the connection is closed [default: 10s].
     #[arg(long, env = "PAGODA_HEADER_TIMEOUT", value_parser = parse_duration)]

@@ -25,9 +25,15 @@ pub enum ApiError {
     ModelNotFound(String),
     #[error("no route for {0}")]
     RouteNotFound(String),
+    /// The body is over `--max-body-bytes`: 413.
+    #[error("the request body is too large")]
+    BodyTooLarge,
     /// Admission queue full: 429 with `Retry-After`.
     #[error("the server is at capacity ({limit} requests in flight); retry later")]
     QueueFull { limit: usize },
+    /// This tenant's share of the queue is full: 429 with `Retry-After`.
+    #[error("too many sequences of yours are queued or running ({limit}); retry later")]
+    TenantQueueFull { limit: usize },
     /// Loading, draining, or the engine stopped: 503.
     #[error("{0}")]
     Unavailable(&'static str),
@@ -61,7 +67,10 @@ impl ApiError {
             | ApiError::PiiDetected(_)
             | ApiError::PromptInjection => StatusCode::BAD_REQUEST,
             ApiError::ModelNotFound(_) | ApiError::RouteNotFound(_) => StatusCode::NOT_FOUND,
-            ApiError::QueueFull { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::QueueFull { .. } | ApiError::TenantQueueFull { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::Gateway(e) => match e {
@@ -97,7 +106,10 @@ impl ApiError {
                 Some("model".into()),
             ),
             ApiError::RouteNotFound(_) => ("invalid_request_error", Some("not_found"), None),
-            ApiError::QueueFull { .. } => ("rate_limit_error", Some("rate_limit_exceeded"), None),
+            ApiError::BodyTooLarge => ("invalid_request_error", Some("request_too_large"), None),
+            ApiError::QueueFull { .. } | ApiError::TenantQueueFull { .. } => {
+                ("rate_limit_error", Some("rate_limit_exceeded"), None)
+            }
             ApiError::Unavailable(_) => ("service_unavailable", None, None),
             ApiError::Internal(_) => ("server_error", None, None),
             ApiError::PiiDetected(_) => ("invalid_request_error", Some("pii_detected"), None),
@@ -128,7 +140,9 @@ impl ApiError {
                     Some("prompt_too_long"),
                     Some("messages".into()),
                 ),
-                GatewayError::InvalidInput { .. } => ("invalid_request_error", None, None),
+                GatewayError::InvalidInput { what, .. } => {
+                    ("invalid_request_error", None, Some(what.to_string()))
+                }
                 _ => ("server_error", None, None),
             },
         };
@@ -155,7 +169,7 @@ impl IntoResponse for ApiError {
         }
         let mut response = (self.status(), axum::Json(self.body())).into_response();
         let retry_after = match &self {
-            ApiError::QueueFull { .. } => Some(1),
+            ApiError::QueueFull { .. } | ApiError::TenantQueueFull { .. } => Some(1),
             // Whole seconds, rounded up so a client that waits exactly this long gets in.
             ApiError::Gateway(e) => e.retry_after().map(|d| d.as_millis().div_ceil(1000).max(1)),
             _ => None,
@@ -184,6 +198,7 @@ impl From<RuntimeError> for ApiError {
             e @ RuntimeError::ContextOverflow { .. } => ApiError::ContextLength(e.to_string()),
             e @ RuntimeError::TokenOutOfRange { .. } => ApiError::invalid("prompt", e.to_string()),
             RuntimeError::QueueFull { limit } => ApiError::QueueFull { limit },
+            RuntimeError::TenantQueueFull { limit } => ApiError::TenantQueueFull { limit },
             RuntimeError::EngineStopped => ApiError::Unavailable("the engine is not running"),
             other => ApiError::Internal(other.to_string()),
         }

@@ -1,8 +1,8 @@
-//! The server's side of the gateway, kept out of the handlers so each of them calls it at
-//! a few fixed points: the `authenticate` middleware (puts a `Caller` in the request's
-//! extensions), `admit` once the prompts are tokenized, `attach` after submission, and
-//! `observe` in `generate::Tracked` for every engine output. With no gateway configured
-//! every one of them is a no-op.
+//! The server's side of the gateway, called at a few fixed points: the `authenticate`
+//! middleware (puts a `Caller` in the request's extensions), `precheck` before any costly
+//! work on a request, `admit` once the prompts are tokenized, and `observe` in
+//! `generate::Tracked` for every engine output. With no gateway configured each of them
+//! lets everything through.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,14 +12,15 @@ use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
+use pagoda_engine::{CacheSalt, TenantKey};
 use pagoda_gateway::{
-    clock, ChoiceEnd, Gateway, GatewayConfig, PlannedPrompt, RequestId, Ticket, UsageQuery,
+    clock, Admitted, ChoiceEnd, Gateway, GatewayConfig, PlannedPrompt, RequestId, Ticket,
+    UsageQuery,
 };
 use pagoda_runtime::{GenerateRequest, RequestOutput};
 use serde_json::json;
 
 use crate::error::{ApiError, ServerError};
-use crate::generate::Tracked;
 use crate::state::AppState;
 
 /// The authenticated caller of a request: `req.extensions().get::<Caller>()` in a handler or
@@ -80,53 +81,75 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
     }
 }
 
-/// Applies the tenant's policy to the requests (max_tokens cap, priority, cache salt) and
-/// reserves their worst case; the cost event will carry `response_id`. `None` without a
-/// gateway.
+/// The checks that need no token count (the key's model, the request's sequences against
+/// its concurrency limit, a tenant already out of rate or budget), before the server spends
+/// CPU on guard scans, template rendering and tokenization. Runs on the blocking pool.
+pub fn precheck(
+    state: &AppState,
+    caller: Option<&Caller>,
+    model: Option<&str>,
+    sequences: usize,
+) -> Result<(), ApiError> {
+    let (Some(gateway), Some(caller)) = (state.gateway(), caller) else {
+        return Ok(());
+    };
+    let model = model.unwrap_or(state.model_name());
+    let shape = [PlannedPrompt {
+        prompt_tokens: 0,
+        max_tokens: 0,
+        n: sequences,
+    }];
+    Ok(gateway.precheck(caller, model, &shape)?)
+}
+
+/// Applies the tenant's policy to the requests (max_tokens cap, priority, cache salt, whose
+/// queue share they take) and reserves their worst case; the cost event will carry
+/// `response_id`. Without a gateway only the client's own cache salt applies.
 pub async fn admit(
     state: &AppState,
-    caller: Option<&Extension<Caller>>,
+    caller: Option<&Caller>,
     response_id: &str,
     model: Option<&str>,
     requests: &mut [GenerateRequest],
+    client_salt: Option<&str>,
 ) -> Result<Option<Arc<Ticket>>, ApiError> {
-    let (Some(gateway), Some(Extension(caller))) = (state.gateway(), caller) else {
+    let (Some(gateway), Some(caller)) = (state.gateway(), caller) else {
+        for request in requests.iter_mut() {
+            request.cache_salt = cache_salt(None, client_salt);
+        }
         return Ok(None);
     };
     let model = model.unwrap_or(state.model_name());
-    let context = state.loaded().map_or(0, |l| l.engine.info().max_model_len);
     let mut plan: Vec<PlannedPrompt> = requests
         .iter()
         .map(|r| PlannedPrompt {
             prompt_tokens: r.prompt_token_ids.len(),
-            max_tokens: r
-                .sampling
-                .max_tokens
-                .unwrap_or_else(|| context.saturating_sub(r.prompt_token_ids.len())),
+            max_tokens: r.sampling.max_tokens.unwrap_or(0),
             n: r.sampling.n.max(1),
         })
         .collect();
     let admitted = gateway
         .admit_as(RequestId::new(response_id), caller, model, &mut plan)
         .await?;
+    let tenant = TenantKey::new(caller.tenant.as_str());
+    let salt = cache_salt(Some(&admitted), client_salt);
     for (request, planned) in requests.iter_mut().zip(&plan) {
         request.sampling.max_tokens = Some(planned.max_tokens);
         request.sampling.min_tokens = request.sampling.min_tokens.min(planned.max_tokens);
         request.priority = admitted.priority(Some(request.priority));
-        request.cache_salt = Some(admitted.cache_salt(request.cache_salt.as_deref()));
+        request.cache_salt = salt.clone();
+        request.tenant = Some(tenant.clone());
     }
     Ok(Some(admitted.ticket))
 }
 
-/// Hands the ticket to the submitted streams, which feed it the engine's outputs.
-pub fn attach(mut streams: Vec<Tracked>, ticket: Option<Arc<Ticket>>) -> Vec<Tracked> {
-    if let Some(ticket) = ticket {
-        ticket.submitted();
-        for tracked in &mut streams {
-            tracked.ticket = Some(ticket.clone());
-        }
+/// The one place a request's prefix-cache salt is made: the tenant's (or its sharing
+/// group's) salt combined with the client's, or the client's alone on an open server.
+fn cache_salt(admitted: Option<&Admitted>, client: Option<&str>) -> Option<CacheSalt> {
+    match admitted {
+        Some(a) => Some(CacheSalt::new(a.cache_salt(client))),
+        None => client.map(CacheSalt::new),
     }
-    streams
 }
 
 /// Meters one engine output. When it finishes the request's last choice, the cost event is

@@ -1,13 +1,16 @@
 //! Submitting requests to the engine and following their output streams, feeding the
-//! metrics as outputs arrive. Dropping a `Tracked` drops its engine stream, which aborts the
-//! request; the choices it never finished are counted as aborted.
+//! metrics and the gateway's meter as outputs arrive. Dropping a `Tracked` drops its engine
+//! stream, which aborts the request; the choices it never finished are counted as aborted.
+//! A stream that closes before every choice finished (the engine died) yields an error
+//! output for each missing choice, so no response can end as a 200 with empty content.
 
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
 use futures_util::stream::{self, select_all, SelectAll, Stream, StreamExt};
-use pagoda_runtime::{GenerateRequest, RequestOutput, RequestStream, TokenLogprob};
+use pagoda_engine::FinishReason;
+use pagoda_runtime::{Completion, GenerateRequest, RequestOutput, RequestStream, TokenLogprob};
 
 use crate::error::ApiError;
 use crate::gateway;
@@ -20,14 +23,18 @@ pub struct Tracked {
     prompt_index: usize,
     state: AppState,
     last_output: Vec<Option<Instant>>,
+    finished: Vec<bool>,
     num_finished: usize,
     /// The gateway's meter of the request, when there is a gateway.
-    pub(crate) ticket: Option<Arc<pagoda_gateway::Ticket>>,
+    ticket: Option<Arc<pagoda_gateway::Ticket>>,
 }
 
 impl Tracked {
     async fn next(&mut self) -> Option<RequestOutput> {
-        let out = self.stream.next().await?;
+        let out = match self.stream.next().await {
+            Some(out) => out,
+            None => self.missing_end()?,
+        };
         gateway::observe(self.ticket.as_deref(), self.prompt_index, &out).await;
         let now = Instant::now();
         let metrics = self.state.metrics();
@@ -41,9 +48,24 @@ impl Tracked {
         }
         if let Some(done) = &out.finished {
             metrics.observe_finished(done);
-            self.num_finished += 1;
+            if let Some(f) = self.finished.get_mut(out.index).filter(|f| !**f) {
+                *f = true;
+                self.num_finished += 1;
+            }
         }
         Some(out)
+    }
+
+    /// The engine's stream closed: an error end for the first choice that never finished.
+    fn missing_end(&self) -> Option<RequestOutput> {
+        let index = self.finished.iter().position(|f| !f)?;
+        let completion = Completion {
+            finish_reason: FinishReason::Abort,
+            usage: Default::default(),
+            timings: Default::default(),
+            error: Some("the engine stopped before the request finished".into()),
+        };
+        Some(RequestOutput::last(index, completion))
     }
 }
 
@@ -57,11 +79,12 @@ impl Drop for Tracked {
 }
 
 /// Validates every request, then submits them all (so a bad second prompt does not leave a
-/// first one running).
+/// first one running); the gateway's ticket, if any, meters their outputs from here on.
 pub fn submit(
     state: &AppState,
     loaded: &Loaded,
     requests: Vec<GenerateRequest>,
+    ticket: Option<Arc<pagoda_gateway::Ticket>>,
 ) -> Result<Vec<Tracked>, ApiError> {
     for request in &requests {
         loaded.engine.validate(request)?;
@@ -75,9 +98,13 @@ pub fn submit(
             prompt_index,
             state: state.clone(),
             last_output: vec![None; n],
+            finished: vec![false; n],
             num_finished: 0,
-            ticket: None,
+            ticket: ticket.clone(),
         });
+    }
+    if let Some(ticket) = &ticket {
+        ticket.submitted();
     }
     Ok(tracked)
 }

@@ -1,7 +1,8 @@
-//! The server's side of the guardrails (pagoda-guard), kept out of the handlers so each of
-//! them calls it at fixed points: `screen_chat` / `screen_prompts` before the prompt is
-//! rendered or tokenized, `filter_results` on non-streamed choices, `StreamGuard::filter` on
-//! every streamed output. With no guard configured every one of them is a no-op.
+//! The server's side of the guardrails (pagoda-guard), called by the request pipeline at
+//! fixed points: `screen_chat` / `screen_prompts` before the prompt is rendered or
+//! tokenized, `filter_texts` on non-streamed choices, `StreamGuard::filter` on every
+//! streamed output. It knows nothing of the server's state: the pipeline hands it the
+//! shared `ServerGuard` when one is configured.
 //!
 //! Every decision goes to the audit log (when one is configured) with entity types, counts
 //! and rule ids, never the values.
@@ -9,7 +10,6 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use axum::Extension;
 use pagoda_guard::audit::{AuditEvent, AuditLog, Decision, Stage};
 use pagoda_guard::canary::{new_canary, with_canary};
 use pagoda_guard::{
@@ -21,8 +21,6 @@ use pagoda_text::Tokenizer;
 
 use crate::error::{ApiError, ServerError};
 use crate::gateway::Caller;
-use crate::generate::ChoiceResult;
-use crate::state::AppState;
 use crate::wire::request::PromptInput;
 
 /// `--guard-config` and `--audit-log`.
@@ -39,10 +37,7 @@ pub struct ServerGuard {
 }
 
 /// Loads the policy and opens the audit log before the server takes requests.
-pub fn start(state: &AppState, settings: Option<&GuardSettings>) -> Result<(), ServerError> {
-    let Some(settings) = settings else {
-        return Ok(());
-    };
+pub fn open(settings: &GuardSettings) -> Result<Arc<ServerGuard>, ServerError> {
     let policies = Policies::load(&settings.policy)?;
     let audit = settings
         .audit_log
@@ -54,17 +49,16 @@ pub fn start(state: &AppState, settings: Option<&GuardSettings>) -> Result<(), S
         audit = ?settings.audit_log,
         "guardrails on"
     );
-    state.set_guard(Arc::new(ServerGuard {
+    Ok(Arc::new(ServerGuard {
         guard: Guard::new(policies),
         audit,
-    }));
-    Ok(())
+    }))
 }
 
 /// The tenant whose policy applies: the gateway's authenticated caller, else none (the
 /// default policy).
-fn tenant_of(caller: Option<&Extension<Caller>>) -> Option<TenantName> {
-    caller.map(|Extension(c)| TenantName(c.tenant.as_str().to_string()))
+fn tenant_of(caller: Option<&Caller>) -> Option<TenantName> {
+    caller.map(|c| TenantName(c.tenant.as_str().to_string()))
 }
 
 /// One request's guardrail state: its policy, placeholders and canary.
@@ -80,14 +74,11 @@ pub struct Guarded {
 /// Screens chat messages before the template is rendered: refuses (400), or rewrites PII in
 /// place and puts a canary at the start of the system prompt.
 pub fn screen_chat(
-    state: &AppState,
-    caller: Option<&Extension<Caller>>,
+    shared: &Arc<ServerGuard>,
+    caller: Option<&Caller>,
     request_id: &str,
     messages: &mut [ChatMessage],
-) -> Result<Option<Arc<Guarded>>, ApiError> {
-    let Some(shared) = state.guard() else {
-        return Ok(None);
-    };
+) -> Result<Arc<Guarded>, ApiError> {
     let mut slots: Vec<(usize, Option<usize>)> = Vec::new();
     let mut texts: Vec<(String, String)> = Vec::new();
     for (i, m) in messages.iter().enumerate() {
@@ -124,21 +115,18 @@ pub fn screen_chat(
             }
         }
     }
-    Ok(Some(Arc::new(guarded)))
+    Ok(Arc::new(guarded))
 }
 
 /// Screens completions prompts (token prompts are decoded to be read, and become text if
 /// they must be rewritten). No canary: there is no system prompt.
 pub fn screen_prompts(
-    state: &AppState,
-    caller: Option<&Extension<Caller>>,
+    shared: &Arc<ServerGuard>,
+    caller: Option<&Caller>,
     request_id: &str,
     tokenizer: &Tokenizer,
     prompt: &mut PromptInput,
-) -> Result<Option<Arc<Guarded>>, ApiError> {
-    let Some(shared) = state.guard() else {
-        return Ok(None);
-    };
+) -> Result<Arc<Guarded>, ApiError> {
     let decode = |ids: &[u32]| tokenizer.decode(ids, false).unwrap_or_default();
     let texts: Vec<String> = match &*prompt {
         PromptInput::Text(t) => vec![t.clone()],
@@ -162,12 +150,12 @@ pub fn screen_prompts(
                 PromptInput::Texts(new)
             };
     }
-    Ok(Some(Arc::new(guarded)))
+    Ok(Arc::new(guarded))
 }
 
 fn screen(
     shared: &Arc<ServerGuard>,
-    caller: Option<&Extension<Caller>>,
+    caller: Option<&Caller>,
     request_id: &str,
     texts: &[(String, String)],
 ) -> Result<Guarded, ApiError> {
@@ -264,15 +252,18 @@ impl Guarded {
     }
 }
 
-/// Filters finished, non-streamed choices.
-pub fn filter_results(guarded: Option<&Arc<Guarded>>, results: &mut [ChoiceResult]) {
+/// Filters the texts of finished, non-streamed choices.
+pub fn filter_texts<'a>(
+    guarded: Option<&Arc<Guarded>>,
+    texts: impl IntoIterator<Item = &'a mut String>,
+) {
     let Some(g) = guarded else { return };
-    let mut outputs = Vec::with_capacity(results.len());
+    let mut outputs = Vec::new();
     let mut ended = false;
-    for r in results.iter_mut() {
+    for text in texts {
         let mut out = g.output();
-        let emitted = out.filter_all(&r.text);
-        r.text = emitted.text;
+        let emitted = out.filter_all(text);
+        *text = emitted.text;
         ended |= emitted.stop;
         outputs.push(out);
     }
@@ -329,16 +320,14 @@ mod tests {
 
     use super::*;
 
-    fn guarded_state(policy: &str, dir: &std::path::Path) -> AppState {
+    fn guarded_state(policy: &str, dir: &std::path::Path) -> Arc<ServerGuard> {
         let path = dir.join("guard.toml");
         std::fs::write(&path, policy).unwrap();
-        let state = AppState::new(vec!["m".into()]);
         let settings = GuardSettings {
             policy: path,
             audit_log: Some(dir.join("audit.jsonl")),
         };
-        start(&state, Some(&settings)).unwrap();
-        state
+        open(&settings).unwrap()
     }
 
     fn output(index: usize, text: &str, last: bool) -> RequestOutput {
@@ -377,9 +366,7 @@ mod tests {
             ChatMessage::text("system", "Be brief."),
             ChatMessage::text("user", "Write to jane@example.com"),
         ];
-        let guarded = screen_chat(&state, None, "chatcmpl-1", &mut messages)
-            .unwrap()
-            .unwrap();
+        let guarded = screen_chat(&state, None, "chatcmpl-1", &mut messages).unwrap();
         let Some(MessageContent::Text(user)) = &messages[1].content else {
             panic!()
         };
@@ -428,11 +415,8 @@ mod tests {
             .join("../../testdata/models/tiny-qwen2");
         let tokenizer = Tokenizer::from_file(&tokenizer_dir.join("tokenizer.json")).unwrap();
         let guarded = screen_prompts(&state, None, "cmpl-1", &tokenizer, &mut prompt).unwrap();
-        let mut results = vec![ChoiceResult {
-            text: "reach me at 13800138000".into(),
-            ..ChoiceResult::default()
-        }];
-        filter_results(guarded.as_ref(), &mut results);
-        assert_eq!(results[0].text, "reach me at [PHONE_1]");
+        let mut texts = vec!["reach me at 13800138000".to_string()];
+        filter_texts(Some(&guarded), &mut texts);
+        assert_eq!(texts[0], "reach me at [PHONE_1]");
     }
 }

@@ -5,11 +5,14 @@
 //! SIGTERM or Ctrl-C, then drains. Tests start the same server in-process with `serve` on a
 //! listener of their own and an `AppState` built around an engine they started.
 //!
-//! The request path: `wire` parses the body into typed requests, `prompt` turns messages or
-//! prompts into token ids, `sampling` turns the parameters into the engine's
-//! `SamplingParams`, `generate` submits and follows the engine's streams, and the routes
-//! format the results as JSON or as server-sent events. Every failure is an `ApiError`,
-//! mapped to an HTTP status and OpenAI's error JSON in `error.rs` alone.
+//! The request path is one pipeline (`pipeline`) shared by both generating endpoints:
+//! `wire` parses the body, `pipeline::validate` checks it once against `limits` into a typed
+//! request (with `sampling` building the engine's `SamplingParams`), `gateway::precheck`
+//! refuses a tenant out of rate or budget, `pipeline::prepare` screens (`guard`), renders and
+//! tokenizes (`prompt`) on the blocking pool, `gateway::admit` reserves, and `generate`
+//! submits and follows the engine's streams. The routes only format the results as JSON or
+//! server-sent events. Every failure is an `ApiError`, mapped to an HTTP status and OpenAI's
+//! error JSON in `error.rs` alone.
 
 mod args;
 mod error;
@@ -18,8 +21,10 @@ mod generate;
 mod guard;
 mod http;
 mod ids;
+mod limits;
 mod logprobs;
 mod metrics;
+mod pipeline;
 mod prompt;
 mod routes;
 mod sampling;
@@ -32,9 +37,10 @@ mod wire;
 pub use args::{parse_byte_size, parse_duration, ServeArgs};
 pub use error::{ApiError, ServerError};
 pub use gateway::Caller;
-pub use guard::{start as start_guard, GuardSettings};
-pub use metrics::Metrics;
+pub use guard::GuardSettings;
 pub use http::HttpLimits;
-pub use server::{router, run_serve, serve, serve_with, shutdown_signal};
+pub use limits::RequestLimits;
+pub use metrics::Metrics;
+pub use server::{router, run_serve, serve, serve_with, shutdown_signal, start_guard};
 pub use settings::Settings;
 pub use state::{load_chat_template, AppState, Loaded};

@@ -2,8 +2,12 @@
 //!
 //! Defaults follow vLLM: temperature, top_p, top_k, min_p and repetition_penalty fall back
 //! to the model's `generation_config.json` when the request omits them, then to OpenAI's
-//! defaults. `max_tokens` falls back to the remaining context (chat) or to 16 (completions,
-//! clamped to the remaining context), as in vLLM.
+//! defaults. `max_tokens` is resolved once the prompt's length is known (`MaxTokens`): it
+//! falls back to the remaining context (chat) or to 16 (completions, clamped to the remaining
+//! context), and a value the client sent that does not fit in the context left after the
+//! prompt is a 400 `context_length_exceeded`, as vLLM and OpenAI answer. It is compared with
+//! what is left, never added to the prompt, so no client number can overflow, and no
+//! request ever reaches admission with more than the context reserved.
 
 use std::collections::BTreeMap;
 
@@ -12,9 +16,6 @@ use pagoda_runtime::{ModelInfo, SamplingParams};
 
 use crate::error::ApiError;
 use crate::wire::request::CommonParams;
-
-/// Largest `n` one request may ask for.
-pub const MAX_N: usize = 128;
 
 /// What the endpoint adds to the shared parameters.
 pub struct EndpointSampling {
@@ -43,40 +44,65 @@ impl<'a> From<&'a ModelInfo> for ModelFacts<'a> {
     }
 }
 
+/// A request's output length before its prompt is tokenized.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaxTokens {
+    /// What the client asked for (`max_completion_tokens` over `max_tokens`).
+    requested: Option<usize>,
+    /// The endpoint's default; `None` means the remaining context.
+    default: Option<usize>,
+}
+
+impl MaxTokens {
+    /// The output budget for a prompt of `prompt_tokens`: what was asked, else the default
+    /// clamped to the context left. Asking for more than is left is an error.
+    pub fn resolve(self, prompt_tokens: usize, max_model_len: usize) -> Result<usize, ApiError> {
+        let remaining = max_model_len.saturating_sub(prompt_tokens);
+        if prompt_tokens >= max_model_len || self.requested.is_some_and(|m| m > remaining) {
+            return Err(ApiError::ContextLength(format!(
+                "this model's maximum context length is {max_model_len} tokens, but the request has {prompt_tokens} prompt tokens and asks for up to {} more",
+                self.requested.unwrap_or(1)
+            )));
+        }
+        Ok(self
+            .requested
+            .unwrap_or_else(|| self.default.map_or(remaining, |d| d.min(remaining))))
+    }
+}
+
+/// Sampling parameters with `max_tokens` left unset, and how to set it per prompt.
 pub fn build<'a>(
     params: &CommonParams,
     endpoint: EndpointSampling,
     info: impl Into<ModelFacts<'a>>,
-    prompt_tokens: usize,
-) -> Result<SamplingParams, ApiError> {
+) -> Result<(SamplingParams, MaxTokens), ApiError> {
     let info = info.into();
     let defaults = info.defaults;
-    let remaining = info.max_model_len.saturating_sub(prompt_tokens);
-    let (max_tokens, max_param) = match (params.max_completion_tokens, params.max_tokens) {
+    let (requested, max_param) = match (params.max_completion_tokens, params.max_tokens) {
         (Some(m), _) => (Some(m), "max_completion_tokens"),
         (None, Some(m)) => (Some(m), "max_tokens"),
         (None, None) => (None, "max_tokens"),
     };
-    if max_tokens == Some(0) {
+    if requested == Some(0) {
         return Err(ApiError::invalid(
             max_param,
             format!("`{max_param}` must be at least 1"),
         ));
     }
-    let max_tokens = max_tokens.unwrap_or_else(|| match endpoint.default_max_tokens {
-        Some(d) => d.min(remaining.max(1)),
-        None => remaining.max(1),
-    });
-    let n = params.n.unwrap_or(1);
-    if n == 0 || n > MAX_N {
+    let min_tokens = params.min_tokens.unwrap_or(0);
+    if let Some(max) = requested.filter(|&max| min_tokens > max) {
         return Err(ApiError::invalid(
-            "n",
-            format!("`n` must be between 1 and {MAX_N}, got {n}"),
+            "min_tokens",
+            format!("`min_tokens` must not exceed `{max_param}` ({max}), got {min_tokens}"),
         ));
+    }
+    let n = params.n.unwrap_or(1);
+    if n == 0 {
+        return Err(ApiError::invalid("n", "`n` must be at least 1"));
     }
     let top_k = match params.top_k.or(defaults.top_k) {
         None | Some(0) | Some(-1) => None,
-        Some(k) if k > 0 => Some(k as usize),
+        Some(k) if k > 0 => Some(usize::try_from(k).unwrap_or(usize::MAX)),
         Some(k) => {
             return Err(ApiError::invalid(
                 "top_k",
@@ -99,8 +125,8 @@ pub fn build<'a>(
         seed: params.seed.map(|s| s as u64),
         logprobs: endpoint.logprobs,
         n,
-        max_tokens: Some(max_tokens),
-        min_tokens: params.min_tokens.unwrap_or(0),
+        max_tokens: None,
+        min_tokens,
         stop_token_ids: params.stop_token_ids.clone().unwrap_or_default(),
         ignore_eos: params.ignore_eos.unwrap_or(false),
         stop: params
@@ -115,7 +141,11 @@ pub fn build<'a>(
         endpoint.logprobs_param,
         max_param,
     )?;
-    Ok(sampling)
+    let max_tokens = MaxTokens {
+        requested,
+        default: endpoint.default_max_tokens,
+    };
+    Ok((sampling, max_tokens))
 }
 
 /// The engine's own range checks, reported under the names the client used.
@@ -190,39 +220,59 @@ mod tests {
             top_k: Some(20),
             ..GenerationConfig::default()
         };
-        let s = build(&CommonParams::default(), chat(), facts(&defaults), 30).unwrap();
+        let (s, _) = build(&CommonParams::default(), chat(), facts(&defaults)).unwrap();
         assert_eq!((s.temperature, s.top_k, s.top_p), (0.7, Some(20), 1.0));
         let params = CommonParams {
             temperature: Some(0.0),
             top_k: Some(-1),
             ..CommonParams::default()
         };
-        let s = build(&params, chat(), facts(&defaults), 30).unwrap();
+        let (s, _) = build(&params, chat(), facts(&defaults)).unwrap();
         assert_eq!((s.temperature, s.top_k), (0.0, None));
     }
 
     #[test]
     fn max_tokens_defaults_to_the_remaining_context_or_the_endpoint_default() {
         let defaults = GenerationConfig::default();
-        let s = build(&CommonParams::default(), chat(), facts(&defaults), 30).unwrap();
-        assert_eq!(s.max_tokens, Some(70));
+        let (_, max) = build(&CommonParams::default(), chat(), facts(&defaults)).unwrap();
+        assert_eq!(max.resolve(30, 100).unwrap(), 70);
         let completions = EndpointSampling {
             default_max_tokens: Some(16),
             ..chat()
         };
-        let s = build(&CommonParams::default(), completions, facts(&defaults), 95).unwrap();
-        assert_eq!(s.max_tokens, Some(5));
+        let (_, max) = build(&CommonParams::default(), completions, facts(&defaults)).unwrap();
+        assert_eq!(max.resolve(95, 100).unwrap(), 5);
+        assert_eq!(max.resolve(30, 100).unwrap(), 16);
         let params = CommonParams {
             max_tokens: Some(10),
             max_completion_tokens: Some(3),
             ..CommonParams::default()
         };
-        assert_eq!(
-            build(&params, chat(), facts(&defaults), 30)
-                .unwrap()
-                .max_tokens,
-            Some(3)
-        );
+        let (_, max) = build(&params, chat(), facts(&defaults)).unwrap();
+        assert_eq!(max.resolve(30, 100).unwrap(), 3);
+    }
+
+    #[test]
+    fn a_max_tokens_over_the_context_left_is_refused_without_overflow() {
+        let defaults = GenerationConfig::default();
+        let params = CommonParams {
+            max_tokens: Some(usize::MAX),
+            ..CommonParams::default()
+        };
+        let (_, max) = build(&params, chat(), facts(&defaults)).unwrap();
+        for prompt in [30, 99, 100, usize::MAX] {
+            assert!(matches!(
+                max.resolve(prompt, 100),
+                Err(ApiError::ContextLength(_))
+            ));
+        }
+        let params = CommonParams {
+            max_tokens: Some(70),
+            ..CommonParams::default()
+        };
+        let (_, max) = build(&params, chat(), facts(&defaults)).unwrap();
+        assert_eq!(max.resolve(30, 100).unwrap(), 70);
+        assert!(max.resolve(31, 100).is_err());
     }
 
     #[test]
@@ -232,14 +282,14 @@ mod tests {
             logprobs: Some(99),
             ..chat()
         };
-        let err = build(&CommonParams::default(), endpoint, facts(&defaults), 3).unwrap_err();
+        let err = build(&CommonParams::default(), endpoint, facts(&defaults)).unwrap_err();
         assert_eq!(param_of(err), "top_logprobs");
         let params = CommonParams {
             max_completion_tokens: Some(0),
             ..CommonParams::default()
         };
         assert_eq!(
-            param_of(build(&params, chat(), facts(&defaults), 3).unwrap_err()),
+            param_of(build(&params, chat(), facts(&defaults)).unwrap_err()),
             "max_completion_tokens"
         );
         let params = CommonParams {
@@ -247,8 +297,17 @@ mod tests {
             ..CommonParams::default()
         };
         assert_eq!(
-            param_of(build(&params, chat(), facts(&defaults), 3).unwrap_err()),
+            param_of(build(&params, chat(), facts(&defaults)).unwrap_err()),
             "stop_token_ids"
+        );
+        let params = CommonParams {
+            max_tokens: Some(4),
+            min_tokens: Some(5),
+            ..CommonParams::default()
+        };
+        assert_eq!(
+            param_of(build(&params, chat(), facts(&defaults)).unwrap_err()),
+            "min_tokens"
         );
     }
 }

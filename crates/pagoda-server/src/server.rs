@@ -18,6 +18,17 @@ use crate::routes::{chat, completions, models, ops, tokenize};
 use crate::settings::Settings;
 use crate::state::{load_chat_template, AppState, Loaded};
 
+/// Loads the guardrail policy and puts every request behind it (no settings: no screening).
+pub fn start_guard(
+    state: &AppState,
+    settings: Option<&guard::GuardSettings>,
+) -> Result<(), ServerError> {
+    if let Some(settings) = settings {
+        state.set_guard(guard::open(settings)?);
+    }
+    Ok(())
+}
+
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat::handle))
@@ -32,6 +43,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/usage", get(gateway::usage))
         .fallback(ops::not_found)
         .layer(from_fn_with_state(state.clone(), gateway::authenticate))
+        .layer(axum::extract::DefaultBodyLimit::max(
+            state.limits().max_body_bytes,
+        ))
         .with_state(state)
 }
 
@@ -124,9 +138,9 @@ async fn run(settings: Settings) -> Result<(), ServerError> {
             source,
         })?;
     tracing::info!(address = %listener.local_addr()?, model = %settings.model, "listening; loading the model");
-    let state = AppState::new(settings.served_model_names.clone());
+    let state = AppState::with_limits(settings.served_model_names.clone(), settings.limits.clone());
     gateway::start(&state, settings.gateway.clone()).await?;
-    guard::start(&state, settings.guard.as_ref())?;
+    start_guard(&state, settings.guard.as_ref())?;
     let mut server = tokio::spawn(serve_with(
         listener,
         state.clone(),

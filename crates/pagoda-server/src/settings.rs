@@ -14,6 +14,7 @@ use crate::args::{parse_byte_size, parse_duration, ServeArgs};
 use crate::error::ServerError;
 use crate::guard::GuardSettings;
 use crate::http::HttpLimits;
+use crate::limits::RequestLimits;
 
 /// Everything `run_serve` needs, resolved and checked.
 #[derive(Debug, Clone)]
@@ -29,6 +30,8 @@ pub struct Settings {
     pub gateway: Option<GatewayConfig>,
     /// `None`: no guardrails, requests are not screened.
     pub guard: Option<GuardSettings>,
+    /// Caps on what one request may ask for.
+    pub limits: RequestLimits,
     /// Connection deadlines and the connection cap.
     pub http: HttpLimits,
 }
@@ -58,6 +61,15 @@ struct FileSettings {
     redis_url: Option<String>,
     guard_config: Option<PathBuf>,
     audit_log: Option<PathBuf>,
+    max_body_bytes: Option<Size>,
+    max_prompt_bytes: Option<Size>,
+    max_messages: Option<usize>,
+    max_stop_sequences: Option<usize>,
+    max_stop_bytes: Option<usize>,
+    max_stop_token_ids: Option<usize>,
+    max_logit_bias: Option<usize>,
+    max_seqs_per_request: Option<usize>,
+    max_pending_per_tenant: Option<usize>,
     header_timeout: Option<Size>,
     keep_alive_timeout: Option<Size>,
     body_timeout: Option<Size>,
@@ -86,6 +98,7 @@ impl Settings {
             Some(path) => read_file(path)?,
             None => FileSettings::default(),
         };
+        let limits = request_limits(&args, &file)?;
         let http = http_limits(&args, &file)?;
         let model = args.model.or(file.model).ok_or(ServerError::Setting {
             field: "model",
@@ -162,6 +175,17 @@ impl Settings {
             args.metering_sink.or(file.metering_sink),
             args.redis_url.or(file.redis_url),
         )?;
+        engine.max_pending_per_tenant =
+            match args.max_pending_per_tenant.or(file.max_pending_per_tenant) {
+                Some(0) => {
+                    return Err(setting(
+                        "max-pending-per-tenant",
+                        "must be at least 1".into(),
+                    ))
+                }
+                Some(n) => n,
+                None => (engine.max_pending_requests / 2).max(1),
+            };
         let guard = guard_settings(
             args.guard_config.or(file.guard_config),
             args.audit_log.or(file.audit_log),
@@ -179,6 +203,7 @@ impl Settings {
             drain_timeout,
             gateway,
             guard,
+            limits,
             http,
         })
     }
@@ -190,6 +215,77 @@ impl Settings {
             .map_err(|_| setting("host", format!("`{}` is not an IP address", self.host)))?;
         Ok(SocketAddr::new(ip, self.port))
     }
+}
+
+/// The request caps: flags, then the file, then the defaults; none may be 0.
+fn request_limits(args: &ServeArgs, file: &FileSettings) -> Result<RequestLimits, ServerError> {
+    let mut limits = RequestLimits::default();
+    let bytes = |arg: Option<u64>,
+                 file: &Option<Size>,
+                 field: &'static str|
+     -> Result<Option<usize>, ServerError> {
+        let value = match (arg, file) {
+            (Some(b), _) => b,
+            (None, Some(Size::Number(b))) => *b,
+            (None, Some(Size::Text(t))) => parse_byte_size(t).map_err(|r| setting(field, r))?,
+            (None, None) => return Ok(None),
+        };
+        Ok(Some(usize::try_from(value).unwrap_or(usize::MAX)))
+    };
+    let fields: [(&mut usize, Option<usize>, &'static str); 8] = [
+        (
+            &mut limits.max_body_bytes,
+            bytes(args.max_body_bytes, &file.max_body_bytes, "max-body-bytes")?,
+            "max-body-bytes",
+        ),
+        (
+            &mut limits.max_prompt_bytes,
+            bytes(
+                args.max_prompt_bytes,
+                &file.max_prompt_bytes,
+                "max-prompt-bytes",
+            )?,
+            "max-prompt-bytes",
+        ),
+        (
+            &mut limits.max_messages,
+            args.max_messages.or(file.max_messages),
+            "max-messages",
+        ),
+        (
+            &mut limits.max_stop_sequences,
+            args.max_stop_sequences.or(file.max_stop_sequences),
+            "max-stop-sequences",
+        ),
+        (
+            &mut limits.max_stop_bytes,
+            args.max_stop_bytes.or(file.max_stop_bytes),
+            "max-stop-bytes",
+        ),
+        (
+            &mut limits.max_stop_token_ids,
+            args.max_stop_token_ids.or(file.max_stop_token_ids),
+            "max-stop-token-ids",
+        ),
+        (
+            &mut limits.max_logit_bias,
+            args.max_logit_bias.or(file.max_logit_bias),
+            "max-logit-bias",
+        ),
+        (
+            &mut limits.max_seqs_per_request,
+            args.max_seqs_per_request.or(file.max_seqs_per_request),
+            "max-seqs-per-request",
+        ),
+    ];
+    for (slot, value, field) in fields {
+        match value {
+            Some(0) => return Err(setting(field, "must be at least 1".into())),
+            Some(v) => *slot = v,
+            None => {}
+        }
+    }
+    Ok(limits)
 }
 
 /// The connection limits: flags, then the file, then the defaults; none may be 0.

@@ -1,5 +1,6 @@
 //! What every handler shares: the served names, the engine once it is loaded, the metrics,
-//! and whether the server is draining.
+//! the request caps, the blocking pool for CPU-heavy request work, and whether the server is
+//! draining.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,9 +10,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use pagoda_gateway::Gateway;
 use pagoda_runtime::EngineHandle;
 use pagoda_text::chat_template::ChatTemplate;
+use tokio::sync::Semaphore;
 
 use crate::error::{ApiError, ServerError};
 use crate::guard::ServerGuard;
+use crate::limits::RequestLimits;
 use crate::metrics::Metrics;
 
 /// The loaded model: the engine and the chat template requests are rendered with.
@@ -35,11 +38,21 @@ struct Inner {
     gateway: OnceLock<Arc<Gateway>>,
     /// Guardrail policies and the audit log; unset means no screening.
     guard: OnceLock<Arc<ServerGuard>>,
+    limits: RequestLimits,
+    /// Permits to run request work (parsing, guard scans, rendering, tokenization) on the
+    /// blocking pool: one per core, so that work never starves the I/O thread and never
+    /// grows past the cores it can use.
+    blocking: Semaphore,
 }
 
 impl AppState {
     /// A server that answers 503 until `set_loaded`.
     pub fn new(served_model_names: Vec<String>) -> AppState {
+        AppState::with_limits(served_model_names, RequestLimits::default())
+    }
+
+    /// A server with these request caps that answers 503 until `set_loaded`.
+    pub fn with_limits(served_model_names: Vec<String>, limits: RequestLimits) -> AppState {
         let created = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -52,6 +65,10 @@ impl AppState {
                 created,
                 gateway: OnceLock::new(),
                 guard: OnceLock::new(),
+                limits,
+                blocking: Semaphore::new(
+                    std::thread::available_parallelism().map_or(2, |n| n.get().max(2)),
+                ),
             }),
         }
     }
@@ -91,6 +108,27 @@ impl AppState {
 
     pub fn guard(&self) -> Option<&Arc<ServerGuard>> {
         self.inner.guard.get()
+    }
+
+    pub fn limits(&self) -> &RequestLimits {
+        &self.inner.limits
+    }
+
+    /// Runs CPU-heavy request work on the blocking pool once a permit is free, keeping the
+    /// I/O thread (and with it `/health` and every stream) responsive.
+    pub async fn run_blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let _permit = self
+            .inner
+            .blocking
+            .acquire()
+            .await
+            .map_err(|_| ApiError::Unavailable("the server is shutting down"))?;
+        tokio::task::spawn_blocking(work)
+            .await
+            .map_err(|e| ApiError::Internal(format!("request worker failed: {e}")))?
     }
 
     pub fn loaded(&self) -> Option<&Loaded> {

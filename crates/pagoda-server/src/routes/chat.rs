@@ -1,4 +1,4 @@
-//! `POST /v1/chat/completions`.
+//! `POST /v1/chat/completions`: the shared pipeline, then OpenAI's chat wire format.
 
 use std::sync::Arc;
 
@@ -8,21 +8,18 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use futures_util::stream::{self, StreamExt};
-use pagoda_runtime::{GenerateRequest, RequestOutput};
+use pagoda_runtime::RequestOutput;
 use pagoda_text::Tokenizer;
 
 use crate::error::ApiError;
-use crate::gateway::{self, Caller};
+use crate::gateway::Caller;
 use crate::generate::{self, Merged};
 use crate::guard::{self, StreamGuard};
-use crate::ids::{new_id, unix_now};
 use crate::logprobs;
-use crate::prompt::{self, ChatRender};
+use crate::pipeline::{self, Endpoint, Submitted};
 use crate::routes::{read_body, ResponseMeta};
-use crate::sampling::{self, EndpointSampling};
 use crate::sse;
 use crate::state::AppState;
-use crate::wire::request::{parse_fields, parse_json, ChatFields, CommonParams};
 use crate::wire::response::{
     AssistantMessage, ChatChoice, ChatChunk, ChatChunkChoice, ChatCompletion, Delta, UsageInfo,
 };
@@ -32,89 +29,23 @@ pub async fn handle(
     caller: Option<Extension<Caller>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let json = parse_json(&read_body(body)?)?;
-    let common: CommonParams = parse_fields(&json)?;
-    let mut chat: ChatFields = parse_fields(&json)?;
-    state.check_model(common.model.as_deref())?;
-    tracing::debug!(
-        user = common.user.as_deref(),
-        stream = common.streaming(),
-        "chat completion request"
-    );
-    let loaded = state.ready()?;
-    let meta = ResponseMeta {
-        id: new_id("chatcmpl"),
-        created: unix_now(),
-        model: state.model_name().to_string(),
-    };
-    let guarded = guard::screen_chat(&state, caller.as_ref(), &meta.id, &mut chat.messages)?;
-
-    let text = prompt::render_chat(
-        loaded,
-        &ChatRender {
-            messages: &chat.messages,
-            add_generation_prompt: chat.add_generation_prompt,
-            continue_final_message: chat.continue_final_message,
-            chat_template_kwargs: chat.chat_template_kwargs.as_ref(),
-            tools: chat.tools.as_ref(),
-        },
-    )?;
-    let prompt_token_ids = prompt::encode_chat(loaded, &text)?;
-    let wants_logprobs = chat.logprobs.unwrap_or(false);
-    if chat.top_logprobs.is_some() && !wants_logprobs {
-        return Err(ApiError::invalid(
-            "top_logprobs",
-            "`top_logprobs` requires `logprobs` to be true",
-        ));
+    let body = read_body(body)?;
+    let caller = caller.map(|Extension(c)| c);
+    let submitted = pipeline::run(&state, caller, body, Endpoint::Chat).await?;
+    if submitted.stream {
+        return Ok(sse::response(ChatStream::new(submitted).frames()));
     }
-    let top_n = chat.top_logprobs.unwrap_or(0);
-    let sampling = sampling::build(
-        &common,
-        EndpointSampling {
-            logprobs: wants_logprobs.then_some(top_n),
-            logprobs_param: "top_logprobs",
-            default_max_tokens: None,
-        },
-        loaded.engine.info(),
-        prompt_token_ids.len(),
-    )?;
-    let n = sampling.n;
-    let mut request = GenerateRequest {
-        prompt_token_ids,
-        sampling,
-        priority: common.priority.unwrap_or(0),
-        cache_salt: common.cache_salt.clone(),
-        skip_special_tokens: common.skip_special_tokens.unwrap_or(true),
-    };
-    let ticket = gateway::admit(
-        &state,
-        caller.as_ref(),
-        &meta.id,
-        common.model.as_deref(),
-        std::slice::from_mut(&mut request),
-    )
-    .await?;
-    let streams = generate::submit(&state, loaded, vec![request])?;
-    let streams = gateway::attach(streams, ticket);
-    let tokenizer = loaded.engine.tokenizer().clone();
-    let logprobs = wants_logprobs.then_some(top_n);
-    if common.streaming() {
-        let stream = ChatStream {
-            meta,
-            guard: StreamGuard::new(guarded, n),
-            merged: generate::merge(streams),
-            n,
-            logprobs,
-            tokenizer,
-            include_usage: common.include_usage(),
-            usage: UsageInfo::default(),
-            phase: Phase::Roles,
-        };
-        return Ok(sse::response(stream.frames()));
-    }
-
+    let Submitted {
+        meta,
+        streams,
+        guarded,
+        n,
+        logprobs,
+        tokenizer,
+        ..
+    } = submitted;
     let (mut results, usage) = generate::collect(streams, n).await?;
-    guard::filter_results(guarded.as_ref(), &mut results);
+    guard::filter_texts(guarded.as_ref(), results.iter_mut().map(|r| &mut r.text));
     let choices = results
         .into_iter()
         .enumerate()
@@ -159,6 +90,20 @@ struct ChatStream {
 }
 
 impl ChatStream {
+    fn new(s: Submitted) -> ChatStream {
+        ChatStream {
+            guard: StreamGuard::new(s.guarded, s.n),
+            merged: generate::merge(s.streams),
+            n: s.n,
+            logprobs: s.logprobs,
+            tokenizer: s.tokenizer,
+            include_usage: s.include_usage,
+            usage: UsageInfo::default(),
+            phase: Phase::Roles,
+            meta: s.meta,
+        }
+    }
+
     fn frames(
         self,
     ) -> impl futures_util::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send {

@@ -1,4 +1,5 @@
-//! `POST /v1/completions`: one or more prompts, `n` choices each.
+//! `POST /v1/completions`: the shared pipeline, then OpenAI's completions wire format (one
+//! or more prompts, `n` choices each).
 
 use std::sync::Arc;
 
@@ -8,158 +9,53 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use futures_util::stream::{self, StreamExt};
-use pagoda_runtime::{GenerateRequest, RequestOutput};
+use pagoda_runtime::RequestOutput;
 use pagoda_text::Tokenizer;
 
 use crate::error::ApiError;
-use crate::gateway::{self, Caller};
+use crate::gateway::Caller;
 use crate::generate::{self, Merged};
 use crate::guard::{self, StreamGuard};
-use crate::ids::{new_id, unix_now};
 use crate::logprobs;
-use crate::prompt::{self, Prompt};
+use crate::pipeline::{self, Endpoint, Submitted};
 use crate::routes::chat::error_frames;
 use crate::routes::{read_body, ResponseMeta};
-use crate::sampling::{self, EndpointSampling};
 use crate::sse;
 use crate::state::AppState;
-use crate::wire::request::{parse_fields, parse_json, CommonParams, CompletionFields};
 use crate::wire::response::{Completion, CompletionChoice, CompletionChunk, UsageInfo};
-
-/// OpenAI's default for this endpoint.
-const DEFAULT_MAX_TOKENS: usize = 16;
 
 pub async fn handle(
     State(state): State<AppState>,
     caller: Option<Extension<Caller>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let json = parse_json(&read_body(body)?)?;
-    let common: CommonParams = parse_fields(&json)?;
-    let mut fields: CompletionFields = parse_fields(&json)?;
-    state.check_model(common.model.as_deref())?;
-    tracing::debug!(
-        user = common.user.as_deref(),
-        stream = common.streaming(),
-        "completion request"
-    );
-    let loaded = state.ready()?;
-    if fields.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
-        return Err(ApiError::invalid("suffix", "`suffix` is not supported"));
+    let body = read_body(body)?;
+    let caller = caller.map(|Extension(c)| c);
+    let submitted = pipeline::run(&state, caller, body, Endpoint::Completions).await?;
+    if submitted.stream {
+        return Ok(sse::response(CompletionStream::new(submitted).frames()));
     }
-    if let Some(best_of) = fields.best_of {
-        if best_of != common.n.unwrap_or(1) {
-            return Err(ApiError::invalid(
-                "best_of",
-                "`best_of` is only supported equal to `n`",
-            ));
-        }
-    }
-    let echo = fields.echo.unwrap_or(false);
-    if echo && fields.logprobs.is_some() {
-        return Err(ApiError::invalid(
-            "echo",
-            "`echo` together with `logprobs` is not supported",
-        ));
-    }
-
-    let meta = ResponseMeta {
-        id: new_id("cmpl"),
-        created: unix_now(),
-        model: state.model_name().to_string(),
-    };
-    let guarded = guard::screen_prompts(
-        &state,
-        caller.as_ref(),
-        &meta.id,
-        loaded.engine.tokenizer(),
-        &mut fields.prompt,
-    )?;
-    let add_special_tokens = fields.add_special_tokens.unwrap_or(true);
-    let mut prompts = prompt::completion_prompts(loaded, fields.prompt, add_special_tokens)?;
-    let tokenizer = loaded.engine.tokenizer().clone();
-    let mut requests = Vec::with_capacity(prompts.len());
-    for p in &prompts {
-        let sampling = sampling::build(
-            &common,
-            EndpointSampling {
-                logprobs: fields.logprobs,
-                logprobs_param: "logprobs",
-                default_max_tokens: Some(DEFAULT_MAX_TOKENS),
-            },
-            loaded.engine.info(),
-            p.token_ids.len(),
-        )?;
-        requests.push(GenerateRequest {
-            prompt_token_ids: p.token_ids.clone(),
-            sampling,
-            priority: common.priority.unwrap_or(0),
-            cache_salt: common.cache_salt.clone(),
-            skip_special_tokens: common.skip_special_tokens.unwrap_or(true),
-        });
-    }
-    let n = common.n.unwrap_or(1);
-    if echo {
-        for p in &mut prompts {
-            if p.text.is_none() {
-                p.text = Some(
-                    tokenizer
-                        .decode(&p.token_ids, false)
-                        .map_err(|e| ApiError::Internal(e.to_string()))?,
-                );
-            }
-        }
-    }
-    let echoes: Vec<String> = prompts
-        .into_iter()
-        .map(|p: Prompt| {
-            if echo {
-                p.text.unwrap_or_default()
-            } else {
-                String::new()
-            }
-        })
-        .collect();
-    let ticket = gateway::admit(
-        &state,
-        caller.as_ref(),
-        &meta.id,
-        common.model.as_deref(),
-        &mut requests,
-    )
-    .await?;
-    let streams = generate::submit(&state, loaded, requests)?;
-    let streams = gateway::attach(streams, ticket);
-    if common.streaming() {
-        let stream = CompletionStream {
-            meta,
-            guard: StreamGuard::new(guarded, echoes.len() * n),
-            merged: generate::merge(streams),
-            n,
-            logprobs: fields.logprobs,
-            offsets: vec![0; echoes.len() * n],
-            echoes: Some(echoes),
-            tokenizer,
-            include_usage: common.include_usage(),
-            usage: UsageInfo::default(),
-            done: false,
-        };
-        return Ok(sse::response(stream.frames()));
-    }
-
+    let Submitted {
+        meta,
+        streams,
+        guarded,
+        n,
+        echoes,
+        logprobs,
+        tokenizer,
+        ..
+    } = submitted;
     let (mut results, usage) = generate::collect(streams, n).await?;
-    guard::filter_results(guarded.as_ref(), &mut results);
+    guard::filter_texts(guarded.as_ref(), results.iter_mut().map(|r| &mut r.text));
     let choices = results
         .into_iter()
         .enumerate()
         .map(|(index, r)| {
-            let mut text = echoes[index / n].clone();
+            let mut text = echoes.get(index / n).cloned().unwrap_or_default();
             text.push_str(&r.text);
             CompletionChoice {
                 index,
-                logprobs: fields
-                    .logprobs
-                    .map(|top| logprobs::completion(&tokenizer, &r.logprobs, top, 0)),
+                logprobs: logprobs.map(|top| logprobs::completion(&tokenizer, &r.logprobs, top, 0)),
                 text,
                 finish_reason: r.finish_reason,
             }
@@ -194,6 +90,23 @@ struct CompletionStream {
 }
 
 impl CompletionStream {
+    fn new(s: Submitted) -> CompletionStream {
+        let choices = s.num_choices();
+        CompletionStream {
+            guard: StreamGuard::new(s.guarded, choices),
+            merged: generate::merge(s.streams),
+            n: s.n,
+            logprobs: s.logprobs,
+            offsets: vec![0; choices],
+            echoes: Some(s.echoes),
+            tokenizer: s.tokenizer,
+            include_usage: s.include_usage,
+            usage: UsageInfo::default(),
+            done: false,
+            meta: s.meta,
+        }
+    }
+
     fn frames(
         self,
     ) -> impl futures_util::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send {

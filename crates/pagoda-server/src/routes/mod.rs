@@ -13,9 +13,15 @@ use crate::error::ApiError;
 
 /// The raw body; a body we cannot read (too large, broken) is the client's fault.
 pub fn read_body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
-    body.map_err(|e| ApiError::InvalidRequest {
-        message: format!("cannot read the request body: {}", e.body_text()),
-        param: None,
+    body.map_err(|e| {
+        if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::BodyTooLarge
+        } else {
+            ApiError::InvalidRequest {
+                message: format!("cannot read the request body: {}", e.body_text()),
+                param: None,
+            }
+        }
     })
 }
 

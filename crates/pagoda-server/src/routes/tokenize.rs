@@ -6,6 +6,7 @@ use axum::extract::State;
 use axum::Json;
 
 use crate::error::ApiError;
+use crate::pipeline::validate::message_bytes;
 use crate::prompt::{self, ChatRender};
 use crate::routes::read_body;
 use crate::state::AppState;
@@ -16,14 +17,51 @@ pub async fn tokenize(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<TokenizeResponse>, ApiError> {
-    let request: TokenizeRequest = parse_fields(&parse_json(&read_body(body)?)?)?;
+    let body = read_body(body)?;
+    let work_state = state.clone();
+    // Parsing, rendering and tokenizing are CPU work: off the I/O thread, like generation.
+    let response = state
+        .run_blocking(move || tokenize_body(&work_state, &body))
+        .await?;
+    Ok(Json(response))
+}
+
+fn tokenize_body(state: &AppState, body: &Bytes) -> Result<TokenizeResponse, ApiError> {
+    let request: TokenizeRequest = parse_fields(&parse_json(body)?)?;
     state.check_model(request.model.as_deref())?;
     let loaded = state.ready()?;
+    let limits = state.limits();
+    let too_long = |bytes: usize, param: &str| {
+        if bytes > limits.max_prompt_bytes {
+            return Err(ApiError::invalid(
+                param,
+                format!(
+                    "the prompt is {bytes} bytes; at most {} are allowed",
+                    limits.max_prompt_bytes
+                ),
+            ));
+        }
+        Ok(())
+    };
     let tokens = match (&request.prompt, &request.messages) {
         (Some(text), None) => {
+            too_long(text.len(), "prompt")?;
             prompt::encode(loaded, text, request.add_special_tokens.unwrap_or(true))?
         }
         (None, Some(messages)) => {
+            if messages.len() > limits.max_messages {
+                return Err(ApiError::invalid(
+                    "messages",
+                    format!("at most {} messages are allowed", limits.max_messages),
+                ));
+            }
+            too_long(
+                messages
+                    .iter()
+                    .map(message_bytes)
+                    .fold(0, usize::saturating_add),
+                "messages",
+            )?;
             let text = prompt::render_chat(
                 loaded,
                 &ChatRender {
@@ -50,12 +88,12 @@ pub async fn tokenize(
             .map(|&t| tokenizer.id_to_token(t).unwrap_or_default())
             .collect()
     });
-    Ok(Json(TokenizeResponse {
+    Ok(TokenizeResponse {
         count: tokens.len(),
         max_model_len: loaded.engine.info().max_model_len,
         tokens,
         token_strs,
-    }))
+    })
 }
 
 pub async fn detokenize(
