@@ -386,11 +386,8 @@ fn hostile_cases() -> Cases {
         ("-2^63", json!(i64::MIN), &["max_tokens"]),
         ("4.5", json!(4.5), &["max_tokens"]),
         ("\"4\"", json!("4"), &["max_tokens"]),
-        (
-            "100000 digits",
-            raw_json(&"9".repeat(100_000)),
-            &["max_tokens"],
-        ),
+        // serde_json refuses it while parsing: no parameter to name.
+        ("100000 digits", raw_json(&"9".repeat(100_000)), &[]),
     ] {
         c.both(
             &format!("max_tokens {name}"),
@@ -722,7 +719,6 @@ fn hostile_cases() -> Cases {
         ("\"hi\"", json!("hi")),
         ("null", json!(null)),
         ("[5]", json!([5])),
-        ("unknown role", json!([msg("wizard", json!("hi"))])),
         ("role missing", json!([{"content": "hi"}])),
         ("role 5", json!([{"role": 5, "content": "hi"}])),
         ("content 5", json!([msg("user", json!(5))])),
@@ -770,6 +766,12 @@ fn hostile_cases() -> Cases {
             Expect::Either,
         );
     }
+    // Not in the agreed caps: accepted (rendered by the template) or refused, both are fine.
+    c.chat(
+        "messages with an unknown role",
+        json!({"messages": [msg("wizard", json!("hi"))]}),
+        Expect::Either,
+    );
     c.chat(
         "content: a valid surrogate pair",
         json!({"messages": [msg("user", raw_json(r#""\ud83d\ude00""#))]}),
@@ -1198,7 +1200,7 @@ fn judge(case: &Case, response: &Response) -> Result<(), String> {
             let fine = match param {
                 Param::Any => true,
                 Param::Null => got.is_none(),
-                Param::Named(names) if names.is_empty() => true,
+                Param::Named([]) => true,
                 Param::Named(names) => got.is_some_and(|p| {
                     names.iter().any(|n| {
                         p == *n
