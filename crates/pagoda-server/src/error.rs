@@ -28,6 +28,9 @@ pub enum ApiError {
     /// The body is over `--max-body-bytes`: 413.
     #[error("the request body is too large")]
     BodyTooLarge,
+    /// The body did not arrive within `--body-timeout`: 408.
+    #[error("the request body did not arrive within the body timeout")]
+    BodyTimeout,
     /// Admission queue full: 429 with `Retry-After`.
     #[error("the server is at capacity ({limit} requests in flight); retry later")]
     QueueFull { limit: usize },
@@ -68,6 +71,7 @@ impl ApiError {
             | ApiError::PromptInjection => StatusCode::BAD_REQUEST,
             ApiError::ModelNotFound(_) | ApiError::RouteNotFound(_) => StatusCode::NOT_FOUND,
             ApiError::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             ApiError::QueueFull { .. } | ApiError::TenantQueueFull { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
             }
@@ -107,6 +111,7 @@ impl ApiError {
             ),
             ApiError::RouteNotFound(_) => ("invalid_request_error", Some("not_found"), None),
             ApiError::BodyTooLarge => ("invalid_request_error", Some("request_too_large"), None),
+            ApiError::BodyTimeout => ("invalid_request_error", Some("request_timeout"), None),
             ApiError::QueueFull { .. } | ApiError::TenantQueueFull { .. } => {
                 ("rate_limit_error", Some("rate_limit_exceeded"), None)
             }

@@ -36,7 +36,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::http::{header, HeaderValue, Request, Response, StatusCode};
+use axum::http::{header, HeaderValue, Request, Response};
 use axum::response::IntoResponse;
 use axum::Router;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
@@ -476,13 +476,7 @@ impl hyper::service::Service<Request<Incoming>> for Exchanges {
 
 /// 408 in OpenAI's error format; the connection is closed after it.
 fn body_timed_out() -> Response<Body> {
-    let error = serde_json::json!({"error": {
-        "message": "the request body did not arrive within the body timeout",
-        "type": "invalid_request_error",
-        "param": null,
-        "code": "request_timeout",
-    }});
-    let mut response = (StatusCode::REQUEST_TIMEOUT, axum::Json(error)).into_response();
+    let mut response = crate::error::ApiError::BodyTimeout.into_response();
     // The rest of the body may still be on its way: this connection cannot carry another request.
     response
         .headers_mut()

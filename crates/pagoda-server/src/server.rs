@@ -14,7 +14,7 @@ use crate::error::ServerError;
 use crate::gateway;
 use crate::guard;
 use crate::http::{Connections, HttpLimits};
-use crate::routes::{chat, completions, models, ops, tokenize};
+use crate::routes::{self, chat, completions, models, ops, tokenize};
 use crate::settings::Settings;
 use crate::state::{load_chat_template, AppState, Loaded};
 
@@ -46,6 +46,7 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::extract::DefaultBodyLimit::max(
             state.limits().max_body_bytes,
         ))
+        .layer(from_fn_with_state(state.clone(), routes::refuse_oversized))
         .with_state(state)
 }
 

@@ -129,7 +129,23 @@ pub struct DetokenizeRequest {
     pub tokens: Vec<u32>,
 }
 
-/// The body as JSON: malformed JSON is a 400 without a parameter.
+/// Deepest nesting of arrays and objects a body may have (the parser itself stops at 128).
+const MAX_JSON_DEPTH: usize = 64;
+
+/// Whether `value` nests arrays or objects more than `left` levels deep.
+fn nested_deeper_than(value: &Value, left: usize) -> bool {
+    let children: Box<dyn Iterator<Item = &Value>> = match value {
+        Value::Array(items) => Box::new(items.iter()),
+        Value::Object(fields) => Box::new(fields.values()),
+        _ => return false,
+    };
+    left == 0
+        || children
+            .into_iter()
+            .any(|v| nested_deeper_than(v, left - 1))
+}
+
+/// The body as JSON: malformed or too deeply nested JSON is a 400 without a parameter.
 pub fn parse_json(body: &Bytes) -> Result<Value, ApiError> {
     let value: Value = serde_json::from_slice(body).map_err(|e| ApiError::InvalidRequest {
         message: format!("the request body is not valid JSON: {e}"),
@@ -138,6 +154,12 @@ pub fn parse_json(body: &Bytes) -> Result<Value, ApiError> {
     if !value.is_object() {
         return Err(ApiError::InvalidRequest {
             message: "the request body must be a JSON object".into(),
+            param: None,
+        });
+    }
+    if nested_deeper_than(&value, MAX_JSON_DEPTH) {
+        return Err(ApiError::InvalidRequest {
+            message: format!("the request body nests more than {MAX_JSON_DEPTH} levels deep"),
             param: None,
         });
     }
@@ -206,6 +228,17 @@ mod tests {
     fn malformed_json_is_refused_without_a_parameter() {
         let err = parse::<CommonParams>(r#"{"model": "#).unwrap_err();
         assert_eq!(param_of(err), None);
+    }
+
+    #[test]
+    fn nesting_is_capped_below_the_parsers_own_limit() {
+        let nested =
+            |depth: usize| format!("{{\"x\": {}1{}}}", "[".repeat(depth), "]".repeat(depth));
+        assert!(parse_json(&Bytes::from(nested(MAX_JSON_DEPTH - 1))).is_ok());
+        let err = parse_json(&Bytes::from(nested(MAX_JSON_DEPTH))).unwrap_err();
+        assert!(err.to_string().contains("nests more than"), "{err}");
+        // Far past the parser's limit: an error, not a stack overflow.
+        assert!(parse_json(&Bytes::from(nested(100_000))).is_err());
     }
 
     #[test]
