@@ -1,16 +1,15 @@
 //! Submitting requests to the engine and following their output streams, feeding the
 //! metrics and the gateway's meter as outputs arrive. Dropping a `Tracked` drops its engine
 //! stream, which aborts the request; the choices it never finished are counted as aborted.
-//! A stream that closes before every choice finished (the engine died) yields an error
-//! output for each missing choice, so no response can end as a 200 with empty content.
+//! (The engine's stream itself ends every choice it never finished with an error output, so
+//! no response can end as a 200 with empty content.)
 
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
 use futures_util::stream::{self, select_all, SelectAll, Stream, StreamExt};
-use pagoda_engine::FinishReason;
-use pagoda_runtime::{Completion, GenerateRequest, RequestOutput, RequestStream, TokenLogprob};
+use pagoda_runtime::{GenerateRequest, RequestOutput, RequestStream, TokenLogprob};
 
 use crate::error::ApiError;
 use crate::gateway;
@@ -23,7 +22,6 @@ pub struct Tracked {
     prompt_index: usize,
     state: AppState,
     last_output: Vec<Option<Instant>>,
-    finished: Vec<bool>,
     num_finished: usize,
     /// The gateway's meter of the request, when there is a gateway.
     ticket: Option<Arc<pagoda_gateway::Ticket>>,
@@ -31,10 +29,7 @@ pub struct Tracked {
 
 impl Tracked {
     async fn next(&mut self) -> Option<RequestOutput> {
-        let out = match self.stream.next().await {
-            Some(out) => out,
-            None => self.missing_end()?,
-        };
+        let out = self.stream.next().await?;
         gateway::observe(self.ticket.as_deref(), self.prompt_index, &out).await;
         let now = Instant::now();
         let metrics = self.state.metrics();
@@ -48,24 +43,9 @@ impl Tracked {
         }
         if let Some(done) = &out.finished {
             metrics.observe_finished(done);
-            if let Some(f) = self.finished.get_mut(out.index).filter(|f| !**f) {
-                *f = true;
-                self.num_finished += 1;
-            }
+            self.num_finished += 1;
         }
         Some(out)
-    }
-
-    /// The engine's stream closed: an error end for the first choice that never finished.
-    fn missing_end(&self) -> Option<RequestOutput> {
-        let index = self.finished.iter().position(|f| !f)?;
-        let completion = Completion {
-            finish_reason: FinishReason::Abort,
-            usage: Default::default(),
-            timings: Default::default(),
-            error: Some("the engine stopped before the request finished".into()),
-        };
-        Some(RequestOutput::last(index, completion))
     }
 }
 
@@ -98,7 +78,6 @@ pub fn submit(
             prompt_index,
             state: state.clone(),
             last_output: vec![None; n],
-            finished: vec![false; n],
             num_finished: 0,
             ticket: ticket.clone(),
         });
