@@ -1383,51 +1383,79 @@ fn hostile_requests_never_hurt_the_server() {
     );
 }
 
-/// A connection that sends half a request line and stops is closed after `--header-timeout`,
-/// and other requests are served meanwhile.
+/// Reads until the server closes `conn`; Err if it is still open after `patience`.
+fn closed_within(conn: &mut TcpStream, patience: Duration) -> Result<String, String> {
+    conn.set_read_timeout(Some(patience)).unwrap();
+    let mut answer = Vec::new();
+    match conn.read_to_end(&mut answer) {
+        Ok(_) => Ok(String::from_utf8_lossy(&answer).into_owned()),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => Ok(String::new()),
+        Err(e) => Err(format!("still open after {patience:?} ({e})")),
+    }
+}
+
+/// Connections that send half a request line, nothing, headers one byte at a time, or half
+/// a body are closed after `--header-timeout` / `--body-timeout`, and other requests are
+/// served meanwhile.
 #[test]
-fn slow_headers_are_cut_off() {
-    let server = Server::start(&["--header-timeout", "1s"]);
-    let mut slow = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
-    slow.write_all(b"POST /v1/compl").unwrap();
-    // A connection that sends nothing: it must not hold anything up either.
-    let _idle = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+fn slow_clients_are_cut_off() {
+    let server = Server::start(&["--header-timeout", "1s", "--body-timeout", "1s"]);
+    let connect = || TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    let mut half_line = connect();
+    half_line.write_all(b"POST /v1/compl").unwrap();
+    let mut idle = connect();
+    let mut half_body = connect();
+    half_body
+        .write_all(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"prompt\": ")
+        .unwrap();
+    // Slowloris: a header byte every 100 ms keeps the connection busy but never finishes.
+    let mut trickle = connect();
+    let mut trickle_writer = trickle.try_clone().unwrap();
+    std::thread::spawn(move || {
+        let head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ".iter();
+        for &byte in head.chain(std::iter::repeat(&b'a')).take(600) {
+            if trickle_writer.write_all(&[byte]).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
     let started = Instant::now();
     for _ in 0..3 {
         server
             .liveness(LIVENESS)
-            .expect("served while a client is slow");
+            .expect("served while clients are slow");
     }
-    // Ten times the timeout: long enough not to be flaky, short enough to tell "closed" from
+    // Ten times the timeouts: long enough not to be flaky, short enough to tell "closed" from
     // "never closed" (issue 11 saw such a connection still open after 45 s).
-    slow.set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut answer = Vec::new();
-    let result = slow.read_to_end(&mut answer);
-    let answer = String::from_utf8_lossy(&answer);
-    match result {
-        // Closed, perhaps after a 408 or 400.
-        Ok(_) => assert!(
-            answer.is_empty()
-                || answer.starts_with("HTTP/1.1 408")
-                || answer.starts_with("HTTP/1.1 400"),
-            "the slow connection got {}",
+    let patience = Duration::from_secs(10);
+    for (what, conn) in [
+        ("half a request line", &mut half_line),
+        ("nothing", &mut idle),
+        ("a header byte every 100 ms", &mut trickle),
+        ("half its body", &mut half_body),
+    ] {
+        let answer = closed_within(conn, patience)
+            .unwrap_or_else(|e| panic!("a connection that sent {what}: {e}; the timeouts are 1s"));
+        let status = answer.split(' ').nth(1).unwrap_or("");
+        assert!(
+            answer.is_empty() || status == "408" || status == "400",
+            "a connection that sent {what} got {}",
             excerpt(&answer, 300)
-        ),
-        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
-        Err(e) => panic!(
-            "a connection that sent half a request line is still open {:?} later ({e}); \
-             --header-timeout is 1s",
-            started.elapsed()
-        ),
+        );
+        println!(
+            "a connection that sent {what} was closed by {:?} ({})",
+            started.elapsed(),
+            if answer.is_empty() {
+                "no answer"
+            } else {
+                status
+            }
+        );
     }
-    println!(
-        "the slow connection was closed after {:?}",
-        started.elapsed()
-    );
     server
         .liveness(LIVENESS)
-        .expect("served after the slow client");
+        .expect("served after the slow clients");
     let panics = server.panic_lines();
     assert!(panics.is_empty(), "{}", panics.join("\n"));
 }
