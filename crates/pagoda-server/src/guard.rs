@@ -20,8 +20,8 @@ use pagoda_text::chat_template::{ChatMessage, MessageContent};
 use pagoda_text::Tokenizer;
 
 use crate::error::{ApiError, ServerError};
-use crate::gateway::Caller;
 use crate::wire::request::PromptInput;
+use pagoda_gateway::Caller;
 
 /// `--guard-config` and `--audit-log`.
 #[derive(Debug, Clone, PartialEq)]

@@ -22,11 +22,18 @@ use crate::gateway::{self, Caller};
 use crate::generate::{self, Tracked};
 use crate::guard::Guarded;
 use crate::ids::{new_id, unix_now};
-use crate::routes::ResponseMeta;
 use crate::state::AppState;
 use crate::wire::request::parse_json;
 
 pub use validate::Endpoint;
+
+/// What every response of one request shares.
+#[derive(Clone)]
+pub struct ResponseMeta {
+    pub id: String,
+    pub created: u64,
+    pub model: String,
+}
 
 /// A request running in the engine, with what its response needs.
 pub struct Submitted {

@@ -5,11 +5,11 @@
 use std::sync::Arc;
 
 use crate::error::ApiError;
-use crate::gateway::Caller;
 use crate::guard::{self, Guarded, ServerGuard};
 use crate::pipeline::validate::Input;
 use crate::prompt::{self, ChatRender, Prompt};
 use crate::state::Loaded;
+use pagoda_gateway::Caller;
 
 /// The tokenized prompts of a request and its guardrail state.
 pub struct Prepared {

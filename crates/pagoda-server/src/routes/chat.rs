@@ -16,8 +16,8 @@ use crate::gateway::Caller;
 use crate::generate::{self, Merged};
 use crate::guard::{self, StreamGuard};
 use crate::logprobs;
-use crate::pipeline::{self, Endpoint, Submitted};
-use crate::routes::{read_body, ResponseMeta};
+use crate::pipeline::{self, Endpoint, ResponseMeta, Submitted};
+use crate::routes::read_body;
 use crate::sse;
 use crate::state::AppState;
 use crate::wire::response::{

@@ -45,11 +45,3 @@ pub async fn refuse_oversized(
     }
     next.run(req).await
 }
-
-/// What every response of one request shares.
-#[derive(Clone)]
-pub struct ResponseMeta {
-    pub id: String,
-    pub created: u64,
-    pub model: String,
-}
