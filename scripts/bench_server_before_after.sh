@@ -2,8 +2,11 @@
 # Server throughput and TTFT of two `pagoda` binaries on the same workload, alternated:
 #   BEFORE=path/to/old/pagoda AFTER=target/release/pagoda PAIRS=3 scripts/bench_server_before_after.sh
 # Workload: CONCURRENCY requests of INPUT_LEN + OUTPUT_LEN tokens arriving together
-# (`pagoda bench serve --ignore-eos`), on the Qwen2.5-0.5B shape with dummy f16 weights and the
-# tiny fixture's tokenizer (ids below its vocabulary; the text is noise, the work is real).
+# (`pagoda bench serve --ignore-eos`), on the Qwen2.5-0.5B shape with dummy f16 weights.
+# TOKENIZER_DIR holds the Qwen2 tokenizer.json (scripts/make_bench_model.py --vocab-gguf writes
+# one from llama.cpp's models/ggml-vocab-qwen2.gguf, which ships in the llama-cpp-python sdist):
+# `bench serve` times the first token by its first visible text, so the tokenizer must cover
+# the vocabulary the dummy model samples from.
 # Prints one line per run and the medians of output tokens/s and p99 TTFT.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,9 +19,10 @@ OUTPUT_LEN=${OUTPUT_LEN:-128}
 PORT=${PORT:-18300}
 OUT_DIR=${OUT_DIR:-$ROOT/target/bench-before-after}
 MODEL_DIR=$OUT_DIR/model
+TOKENIZER_DIR=${TOKENIZER_DIR:?set TOKENIZER_DIR to a directory with the Qwen2 tokenizer.json}
 mkdir -p "$MODEL_DIR"
 cp "$ROOT/testdata/configs/qwen2.5-0.5b/config.json" "$MODEL_DIR/"
-cp "$ROOT/testdata/models/tiny-qwen2/tokenizer.json" "$ROOT/testdata/models/tiny-qwen2/tokenizer_config.json" "$MODEL_DIR/"
+cp "$TOKENIZER_DIR/tokenizer.json" "$TOKENIZER_DIR/tokenizer_config.json" "$MODEL_DIR/"
 
 wait_ready() {
   for _ in $(seq 600); do
