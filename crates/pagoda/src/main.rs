@@ -19,7 +19,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the model over an OpenAI-compatible HTTP API (with Prometheus metrics).
-    Serve(pagoda_server::ServeArgs),
+    // Boxed: the serve flags are many times the size of every other command's.
+    Serve(Box<pagoda_server::ServeArgs>),
     /// Complete one prompt and print the result.
     Generate(commands::generate::GenerateArgs),
     /// Benchmarks.
@@ -76,7 +77,7 @@ fn main() {
     let result = match cli.command {
         Command::Serve(args) => {
             init_logging();
-            pagoda_server::run_serve(args).map_err(Into::into)
+            pagoda_server::run_serve(*args).map_err(Into::into)
         }
         Command::Generate(args) => commands::generate::run(args),
         Command::Bench(BenchCommand::Forward(args)) => commands::bench_forward::run(args),
