@@ -313,7 +313,12 @@ fn completions_input(
     Ok((input, sampling, echo))
 }
 
-fn check_prompt_bytes(bytes: usize, limits: &RequestLimits, param: &str) -> Result<(), ApiError> {
+/// Prompt text over `--max-prompt-bytes` is a 400 naming `param`.
+pub fn check_prompt_bytes(
+    bytes: usize,
+    limits: &RequestLimits,
+    param: &str,
+) -> Result<(), ApiError> {
     if bytes > limits.max_prompt_bytes {
         return Err(ApiError::invalid(
             param,

@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::Json;
 
 use crate::error::ApiError;
-use crate::pipeline::validate::message_bytes;
+use crate::pipeline::validate::{check_prompt_bytes, message_bytes};
 use crate::prompt::{self, ChatRender};
 use crate::routes::read_body;
 use crate::state::AppState;
@@ -31,21 +31,9 @@ fn tokenize_body(state: &AppState, body: &Bytes) -> Result<TokenizeResponse, Api
     state.check_model(request.model.as_deref())?;
     let loaded = state.ready()?;
     let limits = state.limits();
-    let too_long = |bytes: usize, param: &str| {
-        if bytes > limits.max_prompt_bytes {
-            return Err(ApiError::invalid(
-                param,
-                format!(
-                    "the prompt is {bytes} bytes; at most {} are allowed",
-                    limits.max_prompt_bytes
-                ),
-            ));
-        }
-        Ok(())
-    };
     let tokens = match (&request.prompt, &request.messages) {
         (Some(text), None) => {
-            too_long(text.len(), "prompt")?;
+            check_prompt_bytes(text.len(), limits, "prompt")?;
             prompt::encode(loaded, text, request.add_special_tokens.unwrap_or(true))?
         }
         (None, Some(messages)) => {
@@ -55,11 +43,12 @@ fn tokenize_body(state: &AppState, body: &Bytes) -> Result<TokenizeResponse, Api
                     format!("at most {} messages are allowed", limits.max_messages),
                 ));
             }
-            too_long(
+            check_prompt_bytes(
                 messages
                     .iter()
                     .map(message_bytes)
                     .fold(0, usize::saturating_add),
+                limits,
                 "messages",
             )?;
             let text = prompt::render_chat(
