@@ -1,5 +1,6 @@
 //! `pagoda bench forward`: prefill and decode throughput of the model runner alone (no
-//! scheduler, no HTTP), per batch size. Sequences get scattered block tables, as in serving.
+//! scheduler, no HTTP), per batch size, with the memory traffic (GB/s) and arithmetic
+//! (GFLOP/s) that throughput implies. Sequences get scattered block tables, as in serving.
 
 use std::time::{Duration, Instant};
 
@@ -8,6 +9,7 @@ use clap::Args;
 use pagoda_models::loader::load_model;
 use pagoda_models::{ForwardBatch, KvCacheShape, LoadFormat, LogitsWanted, ModelRunner};
 
+use super::forward_cost::ForwardCost;
 use crate::model_args::ModelArgs;
 
 #[derive(Debug, Args)]
@@ -75,12 +77,19 @@ pub fn run(args: BenchForwardArgs) -> anyhow::Result<()> {
         shape.total_bytes() as f64 / (1 << 20) as f64,
         rayon_threads(),
     );
+    let cost = ForwardCost::new(&cfg, dtype.size_in_bytes());
     let mut runner = ModelRunner::new(model, shape);
     warm_up(&mut runner, block_size)?;
     if !args.json {
         println!(
-            "{:>6} {:>10} {:>14} {:>14}",
-            "batch", "prompt", "prefill tok/s", "decode tok/s"
+            "{:>6} {:>10} {:>14} {:>16} {:>14} {:>12} {:>16}",
+            "batch",
+            "prompt",
+            "prefill tok/s",
+            "prefill GFLOP/s",
+            "decode tok/s",
+            "decode GB/s",
+            "decode GFLOP/s"
         );
     }
     for &batch in &args.batch {
@@ -93,16 +102,24 @@ pub fn run(args: BenchForwardArgs) -> anyhow::Result<()> {
         let decode = runs[runs.len() / 2].decode;
         let prefill_tps = (batch * args.prompt_len) as f64 / prefill.as_secs_f64();
         let decode_tps = (batch * args.gen) as f64 / decode.as_secs_f64().max(f64::MIN_POSITIVE);
+        let passes = batch.div_ceil((args.max_batched_tokens / args.prompt_len).max(1));
+        let (b, len, gen) = (batch as u64, args.prompt_len as u64, args.gen as u64);
+        let (_, prefill_gflops) = cost
+            .prefill(b, len, passes as u64)
+            .rates(prefill.as_secs_f64());
+        let (decode_gbps, decode_gflops) = cost.decode(b, len, gen).rates(decode.as_secs_f64());
         if args.json {
             let line = serde_json::json!({
                 "batch": batch, "prompt_len": args.prompt_len, "gen": args.gen,
                 "prefill_tokens_per_s": prefill_tps, "decode_tokens_per_s": decode_tps,
                 "prefill_s": prefill.as_secs_f64(), "decode_s": decode.as_secs_f64(),
+                "prefill_gflops": prefill_gflops,
+                "decode_gbytes_per_s": decode_gbps, "decode_gflops": decode_gflops,
             });
             println!("{line}");
         } else {
             println!(
-                "{batch:>6} {:>10} {prefill_tps:>14.1} {decode_tps:>14.2}",
+                "{batch:>6} {:>10} {prefill_tps:>14.1} {prefill_gflops:>16.1} {decode_tps:>14.2} {decode_gbps:>12.1} {decode_gflops:>16.1}",
                 args.prompt_len
             );
         }
