@@ -52,7 +52,7 @@ async fn a_flooding_tenant_cannot_starve_another() {
             .collect::<Vec<_>>()
     });
     // Let the flood reach the engine.
-    for _ in 0..200 {
+    for _ in 0..2000 {
         if g.server.engine.num_in_flight() >= 128 {
             break;
         }
@@ -132,12 +132,16 @@ async fn the_gateway_counts_sequences_against_max_concurrent() {
             (response.status().as_u16(), response.text().await.unwrap())
         })
     };
-    for _ in 0..400 {
+    for _ in 0..2000 {
         if g.server.engine.num_in_flight() >= 12 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    assert!(
+        g.server.engine.num_in_flight() >= 12,
+        "the long request never arrived"
+    );
     let reply = g.post(Some(&key), "/v1/completions", wide(12)).await;
     assert_eq!(reply.status, 429, "{}", reply.json);
     assert_eq!(reply.json["error"]["code"], "rate_limit_exceeded");
