@@ -1,12 +1,14 @@
 //! The gateway through the real binary: the keys commands, durability of cost events across
 //! `kill -9`, and API keys never showing up in logs, errors or the database.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+mod common;
 
 use pagoda_gateway::sink::sqlite::read_events;
 use pagoda_gateway::Status;
@@ -158,34 +160,12 @@ fn serve(dir: &Path, extra_env: &[(&str, &str)]) -> Served {
         .arg("--gateway-db")
         .arg(dir.join("gw.db"))
         .arg("--gateway-config")
-        .arg(dir.join("gw.toml"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+        .arg(dir.join("gw.toml"));
     for (k, v) in extra_env {
         cmd.env(k, v);
     }
-    let mut child = cmd.spawn().unwrap();
-    let log = Arc::new(Mutex::new(String::new()));
-    let stderr = child.stderr.take().unwrap();
-    let sink = log.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let mut log = sink.lock().unwrap();
-            log.push_str(&line);
-            log.push('\n');
-        }
-    });
     let deadline = Instant::now() + Duration::from_secs(60);
-    let port = loop {
-        let text = log.lock().unwrap().clone();
-        if let Some(i) = text.find("address=127.0.0.1:") {
-            let rest = &text[i + "address=127.0.0.1:".len()..];
-            let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
-            break digits.parse().unwrap();
-        }
-        assert!(Instant::now() < deadline, "server did not start: {text}");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (child, port, log) = common::spawn_and_wait_for_port(cmd);
     let served = Served { child, port, log };
     while http(served.port, "GET", "/health", None, "").0 != 200 {
         assert!(Instant::now() < deadline, "server not healthy");

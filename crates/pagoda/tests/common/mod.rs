@@ -33,7 +33,8 @@ impl Server {
     pub fn start(extra_args: &[&str]) -> Server {
         let model =
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/models/tiny-qwen2");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_pagoda"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_pagoda"));
+        command
             .args(["serve", "--model"])
             .arg(model)
             .args([
@@ -47,35 +48,9 @@ impl Server {
                 "32MiB",
             ])
             .args(extra_args)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn pagoda serve");
-        let log = Arc::new(Mutex::new(String::new()));
-        let stderr = child.stderr.take().unwrap();
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let mut log = sink.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
+            .env("RUST_LOG", "info");
+        let (child, port, log) = spawn_and_wait_for_port(command);
         let deadline = Instant::now() + Duration::from_secs(120);
-        let port = loop {
-            let text = log.lock().unwrap().clone();
-            if let Some(i) = text.find("address=127.0.0.1:") {
-                let rest = &text[i + "address=127.0.0.1:".len()..];
-                let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
-                break digits.parse().unwrap();
-            }
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!("pagoda serve {extra_args:?} exited with {status}:\n{text}");
-            }
-            assert!(Instant::now() < deadline, "server did not start: {text}");
-            std::thread::sleep(Duration::from_millis(20));
-        };
         let mut server = Server { child, port, log };
         while server.get("/health").status != 200 {
             if let Ok(Some(status)) = server.child.try_wait() {
@@ -484,4 +459,39 @@ pub fn render(value: &Value) -> Vec<u8> {
 /// A value written verbatim into the body by `render`.
 pub fn raw_json(text: &str) -> Value {
     Value::String(format!("@RAW:{text}@"))
+}
+
+/// Spawns `pagoda serve` (a `--port 0` command), collects its stderr as it runs, and waits for
+/// the port it reports in its `address=` log line.
+pub fn spawn_and_wait_for_port(mut command: Command) -> (Child, u16, Arc<Mutex<String>>) {
+    let mut child = command
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn pagoda serve");
+    let log = Arc::new(Mutex::new(String::new()));
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let mut log = sink.lock().unwrap();
+            log.push_str(&line);
+            log.push('\n');
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let port = loop {
+        let text = log.lock().unwrap().clone();
+        if let Some(i) = text.find("address=127.0.0.1:") {
+            let rest = &text[i + "address=127.0.0.1:".len()..];
+            let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+            break digits.parse().unwrap();
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("pagoda serve exited with {status}:\n{text}");
+        }
+        assert!(Instant::now() < deadline, "server did not start: {text}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (child, port, log)
 }
