@@ -68,9 +68,10 @@ fn a_tenant_arriving_during_a_flood_is_scheduled_in_the_next_step() {
     let mut flood = greedy(60);
     flood.n = 16;
     let mut a = engine.submit(request(p.clone(), flood, Some("a"))).unwrap();
-    // A fills every slot before B arrives.
+    // A fills every slot before B arrives. Stats are published after a step's outputs are
+    // sent, so wait for them rather than read them once.
     assert!(a.blocking_next().unwrap().finished.is_none());
-    assert_eq!(engine.stats().num_running, 4);
+    wait_for(&engine, "run A in every slot", |e| e.stats().num_running == 4);
     let b = collect(engine.submit(request(p, greedy(8), Some("b"))).unwrap());
     let timings = b.completion(0).timings;
     assert_eq!(timings.steps_waited, 0, "{timings:?}");
