@@ -49,6 +49,8 @@ pub enum ModelError {
     },
     #[error("invalid forward batch: {0}")]
     InvalidBatch(String),
+    #[error("kernel path {0} is not supported by this CPU")]
+    UnsupportedKernels(crate::kernels::Isa),
 }
 
 pub type Result<T, E = ModelError> = std::result::Result<T, E>;

@@ -13,6 +13,7 @@ pub mod layers;
 pub mod loader;
 pub mod matrix;
 pub mod model;
+pub mod packed;
 pub mod runner;
 pub mod weights;
 
@@ -20,7 +21,8 @@ pub use batch::{ForwardBatch, LogitsWanted};
 pub use config::{Architecture, ModelConfig};
 pub use error::{ModelError, Result};
 pub use generation_config::GenerationConfig;
-pub use kv_cache::KvCacheShape;
+pub use kernels::Isa;
+pub use kv_cache::{KvCacheDtype, KvCacheShape};
 pub use loader::{LoadFormat, LoadOptions};
 pub use matrix::WeightDtype;
 pub use model::CausalLm;

@@ -6,10 +6,10 @@ use crate::arch;
 use crate::batch::ForwardBatch;
 use crate::config::ModelConfig;
 use crate::error::Result;
-use crate::kernels::matmul;
+use crate::kernels::{matmul_with, Isa};
 use crate::kv_cache::PagedKvCache;
 use crate::layers::{GatedMlp, RmsNorm, Rotary, SelfAttention};
-use crate::matrix::Matrix;
+use crate::packed::PackedMatrix;
 use crate::weights::WeightSource;
 
 #[derive(Debug, Clone)]
@@ -23,11 +23,11 @@ struct DecoderLayer {
 #[derive(Debug, Clone)]
 pub struct CausalLm {
     pub config: ModelConfig,
-    embed_tokens: Arc<Matrix>,
+    embed_tokens: Arc<PackedMatrix>,
     layers: Vec<DecoderLayer>,
     norm: RmsNorm,
     /// The same matrix as `embed_tokens` when embeddings are tied.
-    lm_head: Arc<Matrix>,
+    lm_head: Arc<PackedMatrix>,
     rotary: Rotary,
 }
 
@@ -35,8 +35,12 @@ impl CausalLm {
     pub fn load(config: &ModelConfig, src: &dyn WeightSource) -> Result<Self> {
         let spec = arch::spec(config.architecture);
         let (h, eps) = (config.hidden_size, config.rms_norm_eps);
-        let embed_tokens =
-            Arc::new(src.matrix("model.embed_tokens.weight", config.vocab_size, h)?);
+        // Packed even though it is looked up by row: tied, it is also the output head.
+        let embed_tokens = Arc::new(PackedMatrix::pack(&src.matrix(
+            "model.embed_tokens.weight",
+            config.vocab_size,
+            h,
+        )?));
         let layers = (0..config.num_layers)
             .map(|i| {
                 let p = format!("model.layers.{i}");
@@ -61,7 +65,11 @@ impl CausalLm {
         let lm_head = if config.tie_word_embeddings {
             embed_tokens.clone()
         } else {
-            Arc::new(src.matrix("lm_head.weight", config.vocab_size, h)?)
+            Arc::new(PackedMatrix::pack(&src.matrix(
+                "lm_head.weight",
+                config.vocab_size,
+                h,
+            )?))
         };
         Ok(CausalLm {
             config: config.clone(),
@@ -90,9 +98,9 @@ impl CausalLm {
             .sum()
     }
 
-    /// Runs the batch, writing its K/V into `cache`, and returns the logits of
-    /// `batch.logit_rows` as `[rows, vocab_size]`.
-    pub fn forward(&self, batch: &ForwardBatch, cache: &mut PagedKvCache) -> Vec<f32> {
+    /// Runs the batch on kernel path `isa`, writing its K/V into `cache`, and returns the
+    /// logits of `batch.logit_rows` as `[rows, vocab_size]`.
+    pub fn forward(&self, isa: Isa, batch: &ForwardBatch, cache: &mut PagedKvCache) -> Vec<f32> {
         let h = self.config.hidden_size;
         let n = batch.num_tokens();
         let mut x = vec![0.0f32; n * h];
@@ -103,10 +111,10 @@ impl CausalLm {
         let mut normed = vec![0.0f32; n * h];
         for (layer, kv) in self.layers.iter().zip(cache.layers.iter_mut()) {
             layer.input_norm.forward(&x, &mut normed);
-            let attn = layer.attention.forward(&normed, batch, &rotary, kv);
+            let attn = layer.attention.forward(isa, &normed, batch, &rotary, kv);
             add_inplace(&mut x, &attn);
             layer.post_attention_norm.forward(&x, &mut normed);
-            let mlp = layer.mlp.forward(&normed, n);
+            let mlp = layer.mlp.forward(isa, &normed, n);
             add_inplace(&mut x, &mlp);
         }
         let rows = batch.logit_rows.len();
@@ -116,7 +124,7 @@ impl CausalLm {
         }
         self.norm.forward_inplace(&mut last);
         let mut logits = vec![0.0f32; rows * self.config.vocab_size];
-        matmul(&self.lm_head, &last, rows, &mut logits);
+        matmul_with(isa, &self.lm_head, &last, rows, &mut logits);
         logits
     }
 }

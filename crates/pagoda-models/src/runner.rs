@@ -2,13 +2,15 @@
 //! `ForwardBatch`; it returns the logits of the rows asked for.
 
 use crate::batch::ForwardBatch;
-use crate::error::Result;
+use crate::error::{ModelError, Result};
+use crate::kernels::Isa;
 use crate::kv_cache::{KvCacheShape, PagedKvCache};
 use crate::model::CausalLm;
 
 pub struct ModelRunner {
     model: CausalLm,
     cache: PagedKvCache,
+    isa: Isa,
 }
 
 /// Logits of the requested rows, `[rows, vocab_size]`.
@@ -29,11 +31,27 @@ impl Logits {
 }
 
 impl ModelRunner {
+    /// A runner on the process's kernel path (`kernels::isa`).
     pub fn new(model: CausalLm, shape: KvCacheShape) -> Self {
         ModelRunner {
             model,
             cache: PagedKvCache::new(shape),
+            isa: crate::kernels::isa(),
         }
+    }
+
+    /// A runner on a given kernel path; an error if this CPU lacks it.
+    pub fn with_isa(model: CausalLm, shape: KvCacheShape, isa: Isa) -> Result<Self> {
+        if !isa.is_supported() {
+            return Err(ModelError::UnsupportedKernels(isa));
+        }
+        let mut runner = ModelRunner::new(model, shape);
+        runner.isa = isa;
+        Ok(runner)
+    }
+
+    pub fn isa(&self) -> Isa {
+        self.isa
     }
 
     pub fn model(&self) -> &CausalLm {
@@ -47,7 +65,7 @@ impl ModelRunner {
     pub fn forward(&mut self, batch: &ForwardBatch) -> Result<Logits> {
         let cfg = &self.model.config;
         if batch.block_size != self.cache.shape.block_size {
-            return Err(crate::ModelError::InvalidBatch(format!(
+            return Err(ModelError::InvalidBatch(format!(
                 "batch block size {} differs from the cache's {}",
                 batch.block_size, self.cache.shape.block_size
             )));
@@ -57,7 +75,7 @@ impl ModelRunner {
             cfg.vocab_size,
             cfg.max_position_embeddings,
         )?;
-        let data = self.model.forward(batch, &mut self.cache);
+        let data = self.model.forward(self.isa, batch, &mut self.cache);
         Ok(Logits {
             vocab_size: cfg.vocab_size,
             data,

@@ -99,3 +99,46 @@ fn chunked_prefill_and_mixed_decode_steps_agree_with_one_prefill() {
         }
     }
 }
+
+/// The kernels sum every product in one fixed order on every path, so a model's logits are
+/// bitwise the same on the scalar, AVX2 and AVX-512 paths (those this CPU has), through a
+/// first prefill chunk, the rest of the prompts, and a decode step.
+#[test]
+fn logits_are_bitwise_the_same_on_every_kernel_path() {
+    use pagoda_models::Isa;
+    for name in MODELS {
+        let cases = reference_cases(name);
+        let run = |isa: Isa| -> Vec<f32> {
+            let mut runner = runner_on(name, 128, isa);
+            let mut alloc = ScatteredBlocks::new(128, 5);
+            let mut seqs: Vec<Sequence> =
+                cases.iter().map(|c| Sequence::new(&c.input_ids)).collect();
+            let mut out = Vec::new();
+            for round in 0..3 {
+                let mut batch = ForwardBatch::new(BLOCK_SIZE);
+                for seq in seqs.iter_mut() {
+                    if round == 2 {
+                        seq.tokens.push(1);
+                    }
+                    let left = seq.tokens.len() - seq.computed;
+                    let n = if round == 0 { left.div_ceil(2) } else { left };
+                    if n > 0 {
+                        seq.schedule(n, &mut batch, &mut alloc);
+                    }
+                }
+                out.extend(runner.forward(&batch).unwrap().data);
+            }
+            out
+        };
+        let want = run(Isa::Scalar);
+        for isa in Isa::supported() {
+            let got = run(isa);
+            assert_eq!(got.len(), want.len());
+            let same = got
+                .iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{name}: {isa} logits differ from the scalar path");
+        }
+    }
+}

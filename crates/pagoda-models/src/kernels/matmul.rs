@@ -1,17 +1,22 @@
-//! `out[n, rows] = x[n, cols] · W[rows, cols]ᵀ` on all cores, reading 16-bit weights as they
-//! are stored. Work is split over weight rows, so each weight byte is read from memory once
-//! per call (decode is bound by those bytes); tokens are taken in blocks so a block of
-//! activations stays in cache while the weight rows of a task are swept.
+//! `out[n, rows] = x[n, cols] · Wᵀ` over packed weights (`packed.rs`), on all cores.
+//!
+//! Work is split over panels of 16 weight rows, so each weight byte is read from memory once
+//! per call (decode is bound by those bytes). A tile holds `P` panels x `T` tokens of
+//! accumulators; each k step loads one vector per panel, broadcasts one activation per token
+//! and issues `P * T` fused multiply-adds. The tile shapes only change how many outputs are
+//! computed at once, never how one is summed, so a token's result is bitwise the same alone
+//! or in any batch, and on every kernel path.
 
 use rayon::prelude::*;
 
-use super::dot::{tile, WeightElem};
-use crate::matrix::{Matrix, MatrixData};
+use super::isa::{isa, Isa};
+use super::simd::{multiversion, Elem, Simd16, LANES};
+use crate::packed::{PackedData, PackedMatrix, PANEL};
 
-/// Weight rows per parallel task: enough tasks to balance two to a few dozen cores.
-const ROWS_PER_TASK: usize = 32;
-/// Tokens whose activations are swept together against one task's weight rows.
-const TOKENS_PER_BLOCK: usize = 32;
+/// Batches up to this many tokens use the decode tiles (many panels, few tokens).
+const DECODE_TOKENS: usize = 3;
+/// Panels per parallel task in decode: 128 rows, enough tasks to balance a few dozen cores.
+const DECODE_PANELS_PER_TASK: usize = 8;
 
 /// Raw output pointer shared by tasks that write disjoint columns.
 #[derive(Clone, Copy)]
@@ -20,98 +25,183 @@ struct OutPtr(*mut f32);
 unsafe impl Send for OutPtr {}
 unsafe impl Sync for OutPtr {}
 
-pub fn matmul(w: &Matrix, x: &[f32], n: usize, out: &mut [f32]) {
+/// The shapes of one call, shared by its tasks.
+#[derive(Clone, Copy)]
+struct Geometry {
+    rows: usize,
+    cols: usize,
+    n: usize,
+}
+
+pub fn matmul(w: &PackedMatrix, x: &[f32], n: usize, out: &mut [f32]) {
+    matmul_with(isa(), w, x, n, out);
+}
+
+/// `matmul` on a given kernel path (tests and benchmarks compare paths).
+pub fn matmul_with(isa: Isa, w: &PackedMatrix, x: &[f32], n: usize, out: &mut [f32]) {
+    assert!(isa.is_supported(), "kernel path {isa} not supported here");
     assert_eq!(x.len(), n * w.cols, "matmul input shape");
     assert_eq!(out.len(), n * w.rows, "matmul output shape");
+    let g = Geometry {
+        rows: w.rows,
+        cols: w.cols,
+        n,
+    };
     match &w.data {
-        MatrixData::F32(v) => matmul_typed(v, w.rows, w.cols, x, n, out),
-        MatrixData::F16(v) => matmul_typed(v, w.rows, w.cols, x, n, out),
-        MatrixData::BF16(v) => matmul_typed(v, w.rows, w.cols, x, n, out),
+        PackedData::F32(v) => run(isa, v, g, x, out),
+        PackedData::F16(v) => run(isa, v, g, x, out),
+        PackedData::BF16(v) => run(isa, v, g, x, out),
     }
 }
 
-fn matmul_typed<W: WeightElem>(
-    w: &[W],
-    rows: usize,
-    cols: usize,
-    x: &[f32],
-    n: usize,
-    out: &mut [f32],
-) {
-    let out_ptr = OutPtr(out.as_mut_ptr());
-    let tasks = rows.div_ceil(ROWS_PER_TASK);
+fn run<W: Elem>(isa: Isa, w: &[W], g: Geometry, x: &[f32], out: &mut [f32]) {
+    let panels = g.rows.div_ceil(PANEL);
+    debug_assert_eq!(w.len(), panels * PANEL * g.cols);
+    let tasks = num_tasks(panels, g.n, isa, rayon::current_num_threads());
+    let out = OutPtr(out.as_mut_ptr());
     (0..tasks).into_par_iter().for_each(|task| {
-        let r0 = task * ROWS_PER_TASK;
-        let r1 = (r0 + ROWS_PER_TASK).min(rows);
-        for t0 in (0..n).step_by(TOKENS_PER_BLOCK) {
-            let t1 = (t0 + TOKENS_PER_BLOCK).min(n);
-            let mut r = r0;
-            while r < r1 {
-                let rr = (r1 - r).min(4);
-                let mut t = t0;
-                while t < t1 {
-                    let tt = (t1 - t).min(4);
-                    // SAFETY: r + rr <= rows and t + tt <= n, so every row pointer has `cols`
-                    // elements; this task alone writes columns r0..r1 of `out`.
-                    unsafe { run_tile(w, cols, rows, x, r, rr, t, tt, out_ptr) };
-                    t += tt;
-                }
-                r += rr;
-            }
-        }
+        // Near-equal ranges (they differ by one panel at most).
+        let p0 = task * panels / tasks;
+        let p1 = (task + 1) * panels / tasks;
+        panels_task(isa, w, g, x, p0, p1, out);
     });
 }
 
-/// Dispatches one tile of `rr` weight rows by `tt` tokens to the monomorphised kernel.
-#[allow(clippy::too_many_arguments)]
+/// Decode: a multiple of the thread count, each task at most `DECODE_PANELS_PER_TASK`
+/// panels, so no thread waits while another sweeps one more task (7 tasks on 2 threads
+/// idled one for a seventh of each 896-row projection). Prefill: a task is one tile's
+/// panels, swept over every token while they stay in cache.
+fn num_tasks(panels: usize, n: usize, isa: Isa, threads: usize) -> usize {
+    if n <= DECODE_TOKENS {
+        let threads = threads.max(1);
+        (threads * panels.div_ceil(threads * DECODE_PANELS_PER_TASK)).min(panels)
+    } else {
+        panels.div_ceil(gemm_panels(isa))
+    }
+}
+
+fn gemm_panels(isa: Isa) -> usize {
+    match isa {
+        Isa::Avx512 => 2,
+        _ => 1,
+    }
+}
+
+multiversion!(fn panels_task<W: Elem>(
+    w: &[W], g: Geometry, x: &[f32], p0: usize, p1: usize, out: OutPtr
+) = sweep_panels);
+
+/// Computes output columns of panels `p0..p1` for every token.
 #[inline(always)]
-unsafe fn run_tile<W: WeightElem>(
+unsafe fn sweep_panels<S: Simd16, W: Elem>(
     w: &[W],
-    cols: usize,
-    rows: usize,
+    g: Geometry,
     x: &[f32],
-    r: usize,
-    rr: usize,
-    t: usize,
-    tt: usize,
+    p0: usize,
+    p1: usize,
     out: OutPtr,
 ) {
-    macro_rules! go {
-        ($R:literal, $C:literal) => {{
-            let wp: [*const W; $R] = std::array::from_fn(|i| w.as_ptr().add((r + i) * cols));
-            let xp: [*const f32; $C] = std::array::from_fn(|j| x.as_ptr().add((t + j) * cols));
-            let res = tile::<W, $R, $C>(wp, xp, cols);
-            for i in 0..$R {
-                for j in 0..$C {
-                    *out.0.add((t + j) * rows + r + i) = res[i][j];
-                }
-            }
-        }};
+    // Tile shapes by register budget: 32 vector registers with AVX-512, 16 with AVX2 (where
+    // one `S` takes two).
+    let wide = S::REGISTERS >= 32;
+    let (max_p, max_t) = match (g.n <= DECODE_TOKENS, wide) {
+        (true, true) => (4, DECODE_TOKENS),
+        (true, false) => (if g.n == 1 { 4 } else { 2 }, DECODE_TOKENS),
+        (false, true) => (2, 8),
+        (false, false) => (1, 6),
+    };
+    let mut p = p0;
+    while p < p1 {
+        let step = match (p1 - p).min(max_p) {
+            4 => 4,
+            2 | 3 => 2,
+            _ => 1,
+        };
+        match step {
+            4 => tiles_over_tokens::<S, W, 4>(w, g, x, p, out, max_t),
+            2 => tiles_over_tokens::<S, W, 2>(w, g, x, p, out, max_t),
+            _ => tiles_over_tokens::<S, W, 1>(w, g, x, p, out, max_t),
+        }
+        p += step;
     }
-    match (rr, tt) {
-        (4, 4) => go!(4, 4),
-        (4, 3) => go!(4, 3),
-        (4, 2) => go!(4, 2),
-        (4, 1) => go!(4, 1),
-        (3, 4) => go!(3, 4),
-        (3, 3) => go!(3, 3),
-        (3, 2) => go!(3, 2),
-        (3, 1) => go!(3, 1),
-        (2, 4) => go!(2, 4),
-        (2, 3) => go!(2, 3),
-        (2, 2) => go!(2, 2),
-        (2, 1) => go!(2, 1),
-        (1, 4) => go!(1, 4),
-        (1, 3) => go!(1, 3),
-        (1, 2) => go!(1, 2),
-        _ => go!(1, 1),
+}
+
+/// Panels `p..p + P` against all tokens, `max_t` tokens per tile.
+#[inline(always)]
+unsafe fn tiles_over_tokens<S: Simd16, W: Elem, const P: usize>(
+    w: &[W],
+    g: Geometry,
+    x: &[f32],
+    p: usize,
+    out: OutPtr,
+    max_t: usize,
+) {
+    let mut t = 0;
+    while t < g.n {
+        let tt = (g.n - t).min(max_t);
+        macro_rules! go {
+            ($T:literal) => {
+                tile::<S, W, P, $T>(w, g, x, p, t, out)
+            };
+        }
+        match tt {
+            8 => go!(8),
+            7 => go!(7),
+            6 => go!(6),
+            5 => go!(5),
+            4 => go!(4),
+            3 => go!(3),
+            2 => go!(2),
+            _ => go!(1),
+        }
+        t += tt;
+    }
+}
+
+/// One tile: panels `p..p + P` x tokens `t..t + T`, every output summed over all of `k`.
+#[inline(always)]
+unsafe fn tile<S: Simd16, W: Elem, const P: usize, const T: usize>(
+    w: &[W],
+    g: Geometry,
+    x: &[f32],
+    p: usize,
+    t: usize,
+    out: OutPtr,
+) {
+    let panel_len = g.cols * PANEL;
+    let wp = w.as_ptr().add(p * panel_len);
+    let xp = x.as_ptr().add(t * g.cols);
+    let mut acc = [[S::zero(); P]; T];
+    for k in 0..g.cols {
+        let wv: [S; P] = std::array::from_fn(|i| W::load::<S>(wp.add(i * panel_len + k * PANEL)));
+        for (j, row) in acc.iter_mut().enumerate() {
+            let xv = S::splat(*xp.add(j * g.cols + k));
+            for (a, wv) in row.iter_mut().zip(&wv) {
+                *a = S::fma(*wv, xv, *a);
+            }
+        }
+    }
+    for (j, row) in acc.iter().enumerate() {
+        for (i, a) in row.iter().enumerate() {
+            let first_row = (p + i) * PANEL;
+            let dst = out.0.add((t + j) * g.rows + first_row);
+            let valid = g.rows - first_row;
+            if valid >= LANES {
+                a.store(dst);
+            } else {
+                // The padded last panel: only its real rows are outputs.
+                let mut lanes = [0.0f32; LANES];
+                a.store(lanes.as_mut_ptr());
+                std::ptr::copy_nonoverlapping(lanes.as_ptr(), dst, valid);
+            }
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::matrix::WeightDtype;
+    use crate::matrix::{Matrix, WeightDtype};
 
     fn values(n: usize, seed: u32) -> Vec<f32> {
         (0..n)
@@ -119,25 +209,78 @@ mod tests {
             .collect()
     }
 
+    /// The definition the kernels must meet exactly: per output, `fma` over k in order.
+    fn reference(w: &Matrix, x: &[f32], n: usize) -> Vec<f32> {
+        let mut row = vec![0.0; w.cols];
+        let mut out = vec![0.0; n * w.rows];
+        for r in 0..w.rows {
+            w.row_to_f32(r, &mut row);
+            for t in 0..n {
+                let xs = &x[t * w.cols..(t + 1) * w.cols];
+                out[t * w.rows + r] = row.iter().zip(xs).fold(0.0, |a, (w, x)| w.mul_add(*x, a));
+            }
+        }
+        out
+    }
+
     #[test]
-    fn matmul_matches_naive_product() {
+    fn every_path_equals_the_in_order_fma_reference_bitwise() {
+        for (rows, cols) in [(37, 45), (64, 16), (16, 1), (130, 33)] {
+            let wv = values(rows * cols, 9);
+            for n in [1, 2, 3, 4, 7, 8, 9, 17] {
+                let x = values(n * cols, 10 + n as u32);
+                for dtype in [WeightDtype::F32, WeightDtype::F16, WeightDtype::BF16] {
+                    let m = Matrix::from_f32(rows, cols, wv.clone(), dtype);
+                    let want = reference(&m, &x, n);
+                    let packed = PackedMatrix::pack(&m);
+                    for isa in Isa::supported() {
+                        let mut out = vec![f32::NAN; n * rows];
+                        matmul_with(isa, &packed, &x, n, &mut out);
+                        let same = out
+                            .iter()
+                            .zip(&want)
+                            .all(|(a, b)| a.to_bits() == b.to_bits());
+                        assert!(same, "{isa} {dtype} {rows}x{cols} n={n}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn decode_tasks_are_balanced_over_the_threads() {
+        for (panels, threads) in [(56, 2), (72, 2), (9496, 2), (56, 16), (3, 8), (1, 1)] {
+            let tasks = num_tasks(panels, 1, Isa::Scalar, threads);
+            assert!(tasks <= panels && tasks >= 1);
+            if panels >= threads {
+                assert_eq!(tasks % threads, 0, "{panels} panels on {threads} threads");
+            }
+            let sizes: Vec<usize> = (0..tasks)
+                .map(|t| (t + 1) * panels / tasks - t * panels / tasks)
+                .collect();
+            assert_eq!(sizes.iter().sum::<usize>(), panels);
+            assert!(sizes.iter().max().unwrap() - sizes.iter().min().unwrap() <= 1);
+            assert!(*sizes.iter().max().unwrap() <= DECODE_PANELS_PER_TASK);
+        }
+    }
+
+    #[test]
+    fn matches_a_naive_product() {
         let (rows, cols, n) = (37, 45, 11);
         let wv = values(rows * cols, 9);
         let x = values(n * cols, 10);
-        for dtype in [WeightDtype::F32, WeightDtype::F16, WeightDtype::BF16] {
-            let w = Matrix::from_f32(rows, cols, wv.clone(), dtype);
-            let mut out = vec![0.0; n * rows];
-            matmul(&w, &x, n, &mut out);
-            let mut row = vec![0.0; cols];
-            for r in 0..rows {
-                w.row_to_f32(r, &mut row);
-                for t in 0..n {
-                    let want: f32 = row.iter().zip(&x[t * cols..]).map(|(a, b)| a * b).sum();
-                    assert!(
-                        (out[t * rows + r] - want).abs() < 1e-4,
-                        "{dtype} r={r} t={t}"
-                    );
-                }
+        let m = Matrix::from_f32(rows, cols, wv.clone(), WeightDtype::F32);
+        let mut out = vec![0.0; n * rows];
+        matmul(&PackedMatrix::pack(&m), &x, n, &mut out);
+        for r in 0..rows {
+            for t in 0..n {
+                let want: f64 = (0..cols)
+                    .map(|k| wv[r * cols + k] as f64 * x[t * cols + k] as f64)
+                    .sum();
+                assert!(
+                    (out[t * rows + r] as f64 - want).abs() < 1e-4,
+                    "r={r} t={t}"
+                );
             }
         }
     }
@@ -145,11 +288,12 @@ mod tests {
     #[test]
     fn a_token_gets_bitwise_the_same_result_in_any_batch() {
         let (rows, cols) = (70, 100);
-        let w = Matrix::from_f32(rows, cols, values(rows * cols, 1), WeightDtype::BF16);
-        let x = values(9 * cols, 2);
-        let mut batched = vec![0.0; 9 * rows];
-        matmul(&w, &x, 9, &mut batched);
-        for t in 0..9 {
+        let m = Matrix::from_f32(rows, cols, values(rows * cols, 1), WeightDtype::BF16);
+        let w = PackedMatrix::pack(&m);
+        let x = values(19 * cols, 2);
+        let mut batched = vec![0.0; 19 * rows];
+        matmul(&w, &x, 19, &mut batched);
+        for t in 0..19 {
             let mut alone = vec![0.0; rows];
             matmul(&w, &x[t * cols..(t + 1) * cols], 1, &mut alone);
             assert_eq!(alone, batched[t * rows..(t + 1) * rows]);

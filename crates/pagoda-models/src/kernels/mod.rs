@@ -1,9 +1,14 @@
-//! CPU kernels: the shared dot-product tile, matmul over stored-dtype weights, paged attention.
+//! CPU kernels, chosen per process at run time (`isa.rs`) and written once over 16-lane
+//! vectors (`simd.rs`): matmul over packed weights, paged attention, the dot products behind
+//! attention scores.
 
 mod dot;
+mod isa;
 mod matmul;
 mod paged_attention;
+pub(crate) mod simd;
 
-pub use dot::{dot, WeightElem};
-pub use matmul::matmul;
-pub use paged_attention::{paged_attention, AttentionDims};
+pub use isa::{check_env, isa, Isa, ENV_VAR};
+pub use matmul::{matmul, matmul_with};
+pub use paged_attention::{paged_attention, paged_attention_with, AttentionDims};
+pub use simd::Elem;

@@ -1,17 +1,21 @@
 //! Attention of each new token over its sequence's paged KV cache, on all cores.
 //!
-//! Each (token, head) pair is one task: scores against the cached keys block by block with an
-//! online softmax (running max and sum, rescaling the partial output), so no score matrix is
-//! ever materialised and no exp overflows. A token at position p sees positions up to p only,
-//! which makes attention causal among the new tokens and full over the cached context. Keys are
-//! visited in logical block order whatever the physical block numbers, so a token's result is
-//! the same whichever way its sequence was chunked or batched.
+//! One task per (token, KV head): the query heads sharing that KV head (grouped-query
+//! attention) are scored together, so each cached key and value is read once per group.
+//! Scores go block by block with an online softmax (running max and sum, rescaling the
+//! partial output), so no score matrix is materialised and no exp overflows. A token at
+//! position p sees positions up to p only, which makes attention causal among the new tokens
+//! and full over the cached context. Keys are visited in logical block order whatever the
+//! physical block numbers, so a token's result is the same whichever way its sequence was
+//! chunked or batched, and (the kernels' order being fixed) on every kernel path.
 
 use rayon::prelude::*;
 
-use super::dot::tile;
+use super::dot::scale_add;
+use super::isa::{isa, Isa};
+use super::simd::{exp, multiversion, Elem, Simd16, LANES};
 use crate::batch::ForwardBatch;
-use crate::kv_cache::LayerKv;
+use crate::kv_cache::{KvData, KvLayout, LayerKv};
 
 #[derive(Debug, Clone, Copy)]
 pub struct AttentionDims {
@@ -30,104 +34,158 @@ pub fn paged_attention(
     dims: AttentionDims,
     out: &mut [f32],
 ) {
-    let hd = dims.head_dim;
-    debug_assert_eq!(q.len(), batch.num_tokens() * dims.num_heads * hd);
-    out.par_chunks_mut(hd).enumerate().for_each(|(row, o)| {
-        let token = row / dims.num_heads;
-        let head = row % dims.num_heads;
-        attend_one(
-            &q[row * hd..(row + 1) * hd],
-            kv,
-            batch,
-            dims,
-            token,
-            head,
-            o,
-        );
-    });
+    paged_attention_with(isa(), q, kv, batch, dims, out);
 }
 
-fn attend_one(
+/// `paged_attention` on a given kernel path.
+pub fn paged_attention_with(
+    isa: Isa,
     q: &[f32],
     kv: &LayerKv,
     batch: &ForwardBatch,
     dims: AttentionDims,
+    out: &mut [f32],
+) {
+    assert!(isa.is_supported(), "kernel path {isa} not supported here");
+    assert_eq!(q.len(), batch.num_tokens() * dims.num_heads * dims.head_dim);
+    assert_eq!(out.len(), q.len());
+    let l = kv.layout;
+    assert_eq!(
+        (l.block_size, l.num_kv_heads, l.head_dim),
+        (dims.block_size, dims.num_kv_heads, dims.head_dim),
+        "attention dims differ from the cache layout"
+    );
+    match (&kv.k, &kv.v) {
+        (KvData::F32(k), KvData::F32(v)) => run(isa, k, v, l, q, batch, dims, out),
+        (KvData::F16(k), KvData::F16(v)) => run(isa, k, v, l, q, batch, dims, out),
+        (KvData::BF16(k), KvData::BF16(v)) => run(isa, k, v, l, q, batch, dims, out),
+        _ => unreachable!("K and V are allocated with one dtype"),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run<W: Elem>(
+    isa: Isa,
+    k: &[W],
+    v: &[W],
+    layout: KvLayout,
+    q: &[f32],
+    batch: &ForwardBatch,
+    dims: AttentionDims,
+    out: &mut [f32],
+) {
+    // The query heads of one KV head are consecutive, so a group's rows are one chunk.
+    let group_len = dims.num_heads / dims.num_kv_heads * dims.head_dim;
+    out.par_chunks_mut(group_len)
+        .zip(q.par_chunks(group_len))
+        .enumerate()
+        .for_each(|(task, (o, q))| {
+            let token = task / dims.num_kv_heads;
+            let kv_head = task % dims.num_kv_heads;
+            attend_group(isa, k, v, layout, batch, dims, token, kv_head, q, o);
+        });
+}
+
+multiversion!(fn attend_group<W: Elem>(
+    k: &[W],
+    v: &[W],
+    layout: KvLayout,
+    batch: &ForwardBatch,
+    dims: AttentionDims,
     token: usize,
-    head: usize,
+    kv_head: usize,
+    q: &[f32],
+    out: &mut [f32],
+) = attend);
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn attend<S: Simd16, W: Elem>(
+    k: &[W],
+    v: &[W],
+    layout: KvLayout,
+    batch: &ForwardBatch,
+    dims: AttentionDims,
+    token: usize,
+    kv_head: usize,
+    q: &[f32],
     out: &mut [f32],
 ) {
     let hd = dims.head_dim;
     let bs = dims.block_size;
-    let kv_head = head / (dims.num_heads / dims.num_kv_heads);
-    let width = dims.num_kv_heads * hd;
+    let heads = q.len() / hd;
     let seq = &batch.sequences[batch.token_sequence[token]];
-    let pos = batch.positions[token];
-    let end = pos + 1;
+    let end = batch.positions[token] + 1;
     let start = dims.sliding_window.map_or(0, |w| end.saturating_sub(w));
     let scale = 1.0 / (hd as f32).sqrt();
 
     out.fill(0.0);
-    let mut running_max = f32::NEG_INFINITY;
-    let mut running_sum = 0.0f32;
-    let mut scores = vec![0.0f32; bs];
+    let mut running_max = vec![f32::NEG_INFINITY; heads];
+    let mut running_sum = vec![0.0f32; heads];
+    // Whole vectors of scores; lanes past the block's keys are never read back.
+    let padded = bs.div_ceil(LANES) * LANES;
+    let mut scores = vec![0.0f32; padded];
+    let (kp, vp) = (k.as_ptr(), v.as_ptr());
     for logical in start / bs..=(end - 1) / bs {
         let lo = start.max(logical * bs);
         let hi = end.min((logical + 1) * bs);
-        let base = seq.block_table[logical] as usize * bs;
-        let offset = |p: usize| (base + p % bs) * width + kv_head * hd;
         let n = hi - lo;
-        let mut j = 0;
-        while j < n {
-            let take = (n - j).min(4);
-            // SAFETY: the batch was validated against the cache, so every slot of the block
-            // exists and holds `width` floats; `q` has `hd` floats.
-            unsafe {
-                let k = kv.k.as_ptr();
-                match take {
-                    4 => {
-                        let r = tile::<f32, 4, 1>(
-                            std::array::from_fn(|i| k.add(offset(lo + j + i))),
-                            [q.as_ptr()],
-                            hd,
-                        );
-                        for i in 0..4 {
-                            scores[j + i] = r[i][0] * scale;
-                        }
-                    }
-                    _ => {
-                        for i in 0..take {
-                            let r =
-                                tile::<f32, 1, 1>([k.add(offset(lo + j + i))], [q.as_ptr()], hd);
-                            scores[j + i] = r[0][0] * scale;
-                        }
-                    }
+        let first_slot = seq.block_table[logical] as usize * bs + lo % bs;
+        // SAFETY (all pointer arithmetic below): the batch was validated against the cache,
+        // so every slot of the block exists; a full vector of keys is only loaded when its
+        // 16 keys lie inside the block.
+        let keys = kp.add(layout.key(first_slot, kv_head));
+        for h in 0..heads {
+            let qh = q.as_ptr().add(h * hd);
+            let mut j = 0;
+            while j + LANES <= n {
+                let mut acc = S::zero();
+                for d in 0..hd {
+                    acc = S::fma(
+                        S::splat(*qh.add(d)),
+                        W::load::<S>(keys.add(d * bs + j)),
+                        acc,
+                    );
                 }
+                S::mul(acc, S::splat(scale)).store(scores.as_mut_ptr().add(j));
+                j += LANES;
             }
-            j += take;
-        }
-        let block_max = scores[..n]
-            .iter()
-            .copied()
-            .fold(f32::NEG_INFINITY, f32::max);
-        let new_max = running_max.max(block_max);
-        let correction = (running_max - new_max).exp();
-        running_sum *= correction;
-        for v in out.iter_mut() {
-            *v *= correction;
-        }
-        for (i, s) in scores[..n].iter().enumerate() {
-            let p = (s - new_max).exp();
-            running_sum += p;
-            let v_off = offset(lo + i);
-            for (o, v) in out.iter_mut().zip(&kv.v[v_off..v_off + hd]) {
-                *o += p * v;
+            // The same chain of fused multiply-adds, one key at a time.
+            for j in j..n {
+                let mut acc = 0.0f32;
+                for d in 0..hd {
+                    acc = (*qh.add(d)).mul_add((*keys.add(d * bs + j)).to_f32(), acc);
+                }
+                scores[j] = acc * scale;
             }
+            let block_max = scores[..n]
+                .iter()
+                .copied()
+                .fold(f32::NEG_INFINITY, f32::max);
+            let new_max = running_max[h].max(block_max);
+            let neg_max = S::splat(-new_max);
+            for c in (0..n).step_by(LANES) {
+                let at = scores.as_mut_ptr().add(c);
+                exp(S::add(S::load(at), neg_max)).store(at);
+            }
+            // The partial output is rescaled with the block's first value.
+            let mut correction = (running_max[h] - new_max).exp();
+            running_sum[h] *= correction;
+            let oh = out.as_mut_ptr().add(h * hd);
+            for (i, &p) in scores[..n].iter().enumerate() {
+                running_sum[h] += p;
+                let value = vp.add(layout.value(first_slot + i, kv_head));
+                scale_add::<S, W>(oh, correction, p, value, hd);
+                correction = 1.0;
+            }
+            running_max[h] = new_max;
         }
-        running_max = new_max;
     }
-    let inv = 1.0 / running_sum;
-    for v in out.iter_mut() {
-        *v *= inv;
+    for (o, sum) in out.chunks_exact_mut(hd).zip(&running_sum) {
+        let inv = 1.0 / sum;
+        for v in o.iter_mut() {
+            *v *= inv;
+        }
     }
 }
 
@@ -135,6 +193,7 @@ fn attend_one(
 mod tests {
     use super::*;
     use crate::batch::LogitsWanted;
+    use crate::matrix::{Matrix, WeightDtype};
 
     fn values(n: usize, seed: u32) -> Vec<f32> {
         (0..n)
@@ -163,47 +222,78 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn matches_softmax_attention_with_gqa_and_scattered_blocks() {
+    /// Runs 10 tokens of one sequence (scattered blocks, 2 query heads per KV head) on every
+    /// path: each within `tol` of plain softmax attention on the stored K/V, and all paths
+    /// bitwise equal.
+    fn check(head_dim: usize, block_size: usize, dtype: WeightDtype, tol: f32) {
         let dims = AttentionDims {
             num_heads: 4,
             num_kv_heads: 2,
-            head_dim: 8,
-            block_size: 4,
+            head_dim,
+            block_size,
             sliding_window: None,
         };
-        let width = 16;
-        let num_blocks = 6;
-        let mut kv = LayerKv {
-            k: vec![0.0; num_blocks * 4 * width],
-            v: vec![0.0; num_blocks * 4 * width],
+        let width = 2 * head_dim;
+        let layout = KvLayout {
+            block_size,
+            num_kv_heads: 2,
+            head_dim,
         };
+        let mut kv = LayerKv::new(dtype, 6, layout);
         let table = [5u32, 1, 3];
-        let tokens = 10;
+        // Every block full but the last, which holds 3 tokens.
+        let tokens = 2 * block_size + 3;
         let k_new = values(tokens * width, 1);
         let v_new = values(tokens * width, 2);
-        let mut batch = ForwardBatch::new(4);
+        let mut batch = ForwardBatch::new(block_size);
         batch
             .push(&vec![0; tokens], 0, &table, LogitsWanted::Last)
             .unwrap();
-        kv.write(&batch.slot_mapping, &k_new, &v_new, width);
-        let q = values(tokens * 32, 3);
-        let mut out = vec![0.0; tokens * 32];
-        paged_attention(&q, &kv, &batch, dims, &mut out);
+        kv.write(&batch.slot_mapping, &k_new, &v_new);
+        let q_width = 4 * head_dim;
+        let q = values(tokens * q_width, 3);
+        let mut scalar = vec![0.0; tokens * q_width];
+        paged_attention_with(Isa::Scalar, &q, &kv, &batch, dims, &mut scalar);
         for t in 0..tokens {
             for h in 0..4 {
                 let g = h / 2;
-                let ks: Vec<Vec<f32>> = (0..=t)
-                    .map(|p| k_new[p * width + g * 8..p * width + g * 8 + 8].to_vec())
-                    .collect();
-                let vs: Vec<Vec<f32>> = (0..=t)
-                    .map(|p| v_new[p * width + g * 8..p * width + g * 8 + 8].to_vec())
-                    .collect();
-                let want = reference(&q[(t * 4 + h) * 8..(t * 4 + h + 1) * 8], &ks, &vs);
-                let got = &out[(t * 4 + h) * 8..(t * 4 + h + 1) * 8];
-                for d in 0..8 {
-                    assert!((got[d] - want[d]).abs() < 1e-5, "t={t} h={h} d={d}");
+                let row = |src: &[f32], p: usize| -> Vec<f32> {
+                    let r = &src[p * width + g * head_dim..p * width + (g + 1) * head_dim];
+                    // What the cache holds: rounded to its dtype.
+                    let m = Matrix::from_f32(1, head_dim, r.to_vec(), dtype);
+                    let mut out = vec![0.0; head_dim];
+                    m.row_to_f32(0, &mut out);
+                    out
+                };
+                let ks: Vec<Vec<f32>> = (0..=t).map(|p| row(&k_new, p)).collect();
+                let vs: Vec<Vec<f32>> = (0..=t).map(|p| row(&v_new, p)).collect();
+                let at = (t * 4 + h) * head_dim;
+                let want = reference(&q[at..at + head_dim], &ks, &vs);
+                for d in 0..head_dim {
+                    let diff = (scalar[at + d] - want[d]).abs();
+                    assert!(
+                        diff < tol,
+                        "{dtype} hd={head_dim} t={t} h={h} d={d}: {diff}"
+                    );
                 }
+            }
+        }
+        for isa in Isa::supported() {
+            let mut out = vec![0.0; tokens * q_width];
+            paged_attention_with(isa, &q, &kv, &batch, dims, &mut out);
+            let same = out
+                .iter()
+                .zip(&scalar)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{isa} differs from scalar ({dtype}, hd={head_dim})");
+        }
+    }
+
+    #[test]
+    fn matches_softmax_attention_with_gqa_and_scattered_blocks() {
+        for (head_dim, block_size) in [(8, 4), (16, 16), (24, 16), (64, 32), (64, 20)] {
+            for dtype in [WeightDtype::F32, WeightDtype::F16, WeightDtype::BF16] {
+                check(head_dim, block_size, dtype, 1e-5);
             }
         }
     }

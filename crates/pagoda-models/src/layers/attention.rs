@@ -5,7 +5,7 @@ use super::{Linear, RmsNorm, RotaryTable};
 use crate::batch::ForwardBatch;
 use crate::config::ModelConfig;
 use crate::error::Result;
-use crate::kernels::{paged_attention, AttentionDims};
+use crate::kernels::{paged_attention_with, AttentionDims, Isa};
 use crate::kv_cache::LayerKv;
 use crate::weights::WeightSource;
 
@@ -60,6 +60,7 @@ impl SelfAttention {
     /// `x` is the normalised hidden state `[tokens, hidden]`; returns `[tokens, hidden]`.
     pub fn forward(
         &self,
+        isa: Isa,
         x: &[f32],
         batch: &ForwardBatch,
         rotary: &RotaryTable,
@@ -68,7 +69,7 @@ impl SelfAttention {
         let n = batch.num_tokens();
         let q_size = self.num_heads * self.head_dim;
         let kv_size = self.num_kv_heads * self.head_dim;
-        let qkv = self.qkv.forward(x, n);
+        let qkv = self.qkv.forward(isa, x, n);
         let mut q = Vec::with_capacity(n * q_size);
         let mut k = Vec::with_capacity(n * kv_size);
         let mut v = Vec::with_capacity(n * kv_size);
@@ -83,7 +84,7 @@ impl SelfAttention {
         }
         rotary.apply(&mut q, self.num_heads);
         rotary.apply(&mut k, self.num_kv_heads);
-        kv.write(&batch.slot_mapping, &k, &v, kv_size);
+        kv.write(&batch.slot_mapping, &k, &v);
         let dims = AttentionDims {
             num_heads: self.num_heads,
             num_kv_heads: self.num_kv_heads,
@@ -92,7 +93,7 @@ impl SelfAttention {
             sliding_window: self.sliding_window,
         };
         let mut attn = vec![0.0f32; n * q_size];
-        paged_attention(&q, kv, batch, dims, &mut attn);
-        self.o_proj.forward(&attn, n)
+        paged_attention_with(isa, &q, kv, batch, dims, &mut attn);
+        self.o_proj.forward(isa, &attn, n)
     }
 }

@@ -1,13 +1,13 @@
 //! A linear layer `y = x Wᵀ + b` over the shared matmul kernel.
 
 use crate::error::Result;
-use crate::kernels::matmul;
-use crate::matrix::Matrix;
+use crate::kernels::{matmul_with, Isa};
+use crate::packed::PackedMatrix;
 use crate::weights::WeightSource;
 
 #[derive(Debug, Clone)]
 pub struct Linear {
-    pub weight: Matrix,
+    pub weight: PackedMatrix,
     pub bias: Option<Vec<f32>>,
 }
 
@@ -21,7 +21,11 @@ impl Linear {
         bias: bool,
     ) -> Result<Self> {
         Ok(Linear {
-            weight: src.matrix(&format!("{prefix}.weight"), out_dim, in_dim)?,
+            weight: PackedMatrix::pack(&src.matrix(
+                &format!("{prefix}.weight"),
+                out_dim,
+                in_dim,
+            )?),
             bias: if bias {
                 Some(src.vector(&format!("{prefix}.bias"), out_dim)?)
             } else {
@@ -47,9 +51,9 @@ impl Linear {
             );
             None
         };
-        let weights: Vec<Matrix> = parts.into_iter().map(|p| p.weight).collect();
+        let weights: Vec<PackedMatrix> = parts.into_iter().map(|p| p.weight).collect();
         Linear {
-            weight: Matrix::concat_rows(&weights),
+            weight: PackedMatrix::concat_rows(&weights),
             bias,
         }
     }
@@ -59,9 +63,9 @@ impl Linear {
     }
 
     /// `x` holds `n` rows of `in_dim`; returns `n` rows of `out_dim`.
-    pub fn forward(&self, x: &[f32], n: usize) -> Vec<f32> {
+    pub fn forward(&self, isa: Isa, x: &[f32], n: usize) -> Vec<f32> {
         let mut out = vec![0.0; n * self.weight.rows];
-        matmul(&self.weight, x, n, &mut out);
+        matmul_with(isa, &self.weight, x, n, &mut out);
         if let Some(bias) = &self.bias {
             for row in out.chunks_exact_mut(bias.len()) {
                 for (o, b) in row.iter_mut().zip(bias) {

@@ -3,6 +3,7 @@
 use super::Linear;
 use crate::config::ModelConfig;
 use crate::error::Result;
+use crate::kernels::Isa;
 use crate::weights::WeightSource;
 
 #[derive(Debug, Clone)]
@@ -28,8 +29,8 @@ impl GatedMlp {
         self.gate_up.weight.size_in_bytes() + self.down.weight.size_in_bytes()
     }
 
-    pub fn forward(&self, x: &[f32], n: usize) -> Vec<f32> {
-        let gate_up = self.gate_up.forward(x, n);
+    pub fn forward(&self, isa: Isa, x: &[f32], n: usize) -> Vec<f32> {
+        let gate_up = self.gate_up.forward(isa, x, n);
         let i = self.intermediate;
         let mut act = vec![0.0f32; n * i];
         for (a, gu) in act.chunks_exact_mut(i).zip(gate_up.chunks_exact(2 * i)) {
@@ -38,6 +39,6 @@ impl GatedMlp {
                 *a = g / (1.0 + (-g).exp()) * u;
             }
         }
-        self.down.forward(&act, n)
+        self.down.forward(isa, &act, n)
     }
 }

@@ -1,0 +1,428 @@
+//! Sixteen f32 lanes, as one AVX-512 register, two AVX2 registers or a plain array. Kernels
+//! are written once against `Simd16` and compiled per path inside a `#[target_feature]` entry
+//! point (`dispatch!`), so every path performs the same operations in the same order: each
+//! lane's value is the same chain of fused multiply-adds, and results agree bit for bit
+//! across paths, tile shapes and batch sizes.
+
+use half::{bf16, f16};
+
+pub const LANES: usize = 16;
+
+/// # Safety
+/// Every method may use instructions of its path: call them only from code compiled for that
+/// path (inside `dispatch!`) on a CPU that has it. Pointers must point at 16 readable (or
+/// writable) elements.
+pub trait Simd16: Copy {
+    /// How many values of `Self` fit in the vector registers (sizes the kernels' tiles).
+    const REGISTERS: usize;
+    unsafe fn zero() -> Self;
+    unsafe fn splat(v: f32) -> Self;
+    unsafe fn load(p: *const f32) -> Self;
+    unsafe fn load_f16(p: *const f16) -> Self;
+    unsafe fn load_bf16(p: *const bf16) -> Self;
+    /// `a * b + c`, rounded once.
+    unsafe fn fma(a: Self, b: Self, c: Self) -> Self;
+    unsafe fn mul(a: Self, b: Self) -> Self;
+    unsafe fn add(a: Self, b: Self) -> Self;
+    /// `a > b ? a : b` per lane (x86 `max` semantics, NaN included, on every path).
+    unsafe fn max(a: Self, b: Self) -> Self;
+    /// Rounds to the nearest integer, ties to even.
+    unsafe fn round(self) -> Self;
+    /// `2^n` for lanes holding integers in -126..=127.
+    unsafe fn pow2i(self) -> Self;
+    unsafe fn store(self, p: *mut f32);
+
+    /// Clamps to -87..=88, where `exp` keeps `2^n` a normal number.
+    #[inline(always)]
+    unsafe fn min_max_clamp(self) -> Self {
+        let low = Self::max(self, Self::splat(-87.0));
+        // min(low, 88) as a max of negations, so only `max` semantics are needed.
+        let neg = Self::mul(low, Self::splat(-1.0));
+        Self::mul(Self::max(neg, Self::splat(-88.0)), Self::splat(-1.0))
+    }
+}
+
+/// `e^x` per lane from exactly rounded operations only, so every path gets the same bits:
+/// `x = n ln2 + r` with `n` an integer and `|r| <= ln2 / 2`, a degree-7 polynomial for `e^r`
+/// (Cephes' expf coefficients), times `2^n`. Relative error about 2e-7; inputs below -87
+/// give about 1.6e-38 instead of smaller values (attention only uses `x <= 0`).
+#[inline(always)]
+pub unsafe fn exp<S: Simd16>(x: S) -> S {
+    let x = S::min_max_clamp(x);
+    let n = S::mul(x, S::splat(std::f32::consts::LOG2_E)).round();
+    let r = S::fma(n, S::splat(-0.693_359_4), x);
+    let r = S::fma(n, S::splat(2.121_944_4e-4), r);
+    let mut p = S::splat(1.987_569_1e-4);
+    for c in [
+        1.398_199_9e-3,
+        8.333_452e-3,
+        4.166_579_6e-2,
+        0.166_666_65,
+        0.5,
+    ] {
+        p = S::fma(p, r, S::splat(c));
+    }
+    let y = S::add(S::fma(p, S::mul(r, r), r), S::splat(1.0));
+    S::mul(y, n.pow2i())
+}
+
+/// An element the kernels widen to f32: weights and KV-cache entries.
+pub trait Elem: Copy + Send + Sync + 'static {
+    fn to_f32(self) -> f32;
+    fn from_f32(v: f32) -> Self;
+    /// # Safety
+    /// As `Simd16`.
+    unsafe fn load<S: Simd16>(p: *const Self) -> S;
+}
+
+impl Elem for f32 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+    #[inline(always)]
+    fn from_f32(v: f32) -> Self {
+        v
+    }
+    #[inline(always)]
+    unsafe fn load<S: Simd16>(p: *const Self) -> S {
+        S::load(p)
+    }
+}
+
+impl Elem for f16 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        f16::to_f32(self)
+    }
+    #[inline(always)]
+    fn from_f32(v: f32) -> Self {
+        f16::from_f32(v)
+    }
+    #[inline(always)]
+    unsafe fn load<S: Simd16>(p: *const Self) -> S {
+        S::load_f16(p)
+    }
+}
+
+impl Elem for bf16 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        bf16::to_f32(self)
+    }
+    #[inline(always)]
+    fn from_f32(v: f32) -> Self {
+        bf16::from_f32(v)
+    }
+    #[inline(always)]
+    unsafe fn load<S: Simd16>(p: *const Self) -> S {
+        S::load_bf16(p)
+    }
+}
+
+/// The reference path: plain arrays, `f32::mul_add` for the fused multiply-add.
+#[derive(Clone, Copy)]
+pub struct Scalar([f32; LANES]);
+
+impl Simd16 for Scalar {
+    const REGISTERS: usize = 4;
+    #[inline(always)]
+    unsafe fn zero() -> Self {
+        Scalar([0.0; LANES])
+    }
+    #[inline(always)]
+    unsafe fn splat(v: f32) -> Self {
+        Scalar([v; LANES])
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        Scalar(std::ptr::read_unaligned(p as *const [f32; LANES]))
+    }
+    #[inline(always)]
+    unsafe fn load_f16(p: *const f16) -> Self {
+        Scalar(std::array::from_fn(|l| (*p.add(l)).to_f32()))
+    }
+    #[inline(always)]
+    unsafe fn load_bf16(p: *const bf16) -> Self {
+        Scalar(std::array::from_fn(|l| (*p.add(l)).to_f32()))
+    }
+    #[inline(always)]
+    unsafe fn fma(a: Self, b: Self, c: Self) -> Self {
+        Scalar(std::array::from_fn(|l| a.0[l].mul_add(b.0[l], c.0[l])))
+    }
+    #[inline(always)]
+    unsafe fn mul(a: Self, b: Self) -> Self {
+        Scalar(std::array::from_fn(|l| a.0[l] * b.0[l]))
+    }
+    #[inline(always)]
+    unsafe fn add(a: Self, b: Self) -> Self {
+        Scalar(std::array::from_fn(|l| a.0[l] + b.0[l]))
+    }
+    #[inline(always)]
+    unsafe fn max(a: Self, b: Self) -> Self {
+        Scalar(std::array::from_fn(|l| {
+            if a.0[l] > b.0[l] {
+                a.0[l]
+            } else {
+                b.0[l]
+            }
+        }))
+    }
+    #[inline(always)]
+    unsafe fn round(self) -> Self {
+        Scalar(self.0.map(f32::round_ties_even))
+    }
+    #[inline(always)]
+    unsafe fn pow2i(self) -> Self {
+        Scalar(
+            self.0
+                .map(|n| f32::from_bits(((n as i32 + 127) as u32) << 23)),
+        )
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        std::ptr::write_unaligned(p as *mut [f32; LANES], self.0)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub use x86::{Avx2, Avx512};
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::Simd16;
+    use half::{bf16, f16};
+    use std::arch::x86_64::{
+        __m128i, __m256, __m256i, __m512, _mm256_add_epi32, _mm256_add_ps, _mm256_castsi256_ps,
+        _mm256_cvtepu16_epi32, _mm256_cvtph_ps, _mm256_cvtps_epi32, _mm256_fmadd_ps,
+        _mm256_loadu_ps, _mm256_loadu_si256, _mm256_max_ps, _mm256_mul_ps, _mm256_round_ps,
+        _mm256_set1_epi32, _mm256_set1_ps, _mm256_setzero_ps, _mm256_slli_epi32, _mm256_storeu_ps,
+        _mm512_add_epi32, _mm512_add_ps, _mm512_castsi512_ps, _mm512_cvtepu16_epi32,
+        _mm512_cvtph_ps, _mm512_cvtps_epi32, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_max_ps,
+        _mm512_mul_ps, _mm512_roundscale_ps, _mm512_set1_epi32, _mm512_set1_ps, _mm512_setzero_ps,
+        _mm512_slli_epi32, _mm512_storeu_ps, _mm_loadu_si128, _MM_FROUND_NO_EXC,
+        _MM_FROUND_TO_NEAREST_INT,
+    };
+
+    /// Lanes 0-7 and 8-15 in two AVX2 registers.
+    #[derive(Clone, Copy)]
+    pub struct Avx2(__m256, __m256);
+
+    impl Simd16 for Avx2 {
+        const REGISTERS: usize = 8;
+        #[inline(always)]
+        unsafe fn zero() -> Self {
+            Avx2(_mm256_setzero_ps(), _mm256_setzero_ps())
+        }
+        #[inline(always)]
+        unsafe fn splat(v: f32) -> Self {
+            let s = _mm256_set1_ps(v);
+            Avx2(s, s)
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            Avx2(_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)))
+        }
+        #[inline(always)]
+        unsafe fn load_f16(p: *const f16) -> Self {
+            let p = p as *const __m128i;
+            Avx2(
+                _mm256_cvtph_ps(_mm_loadu_si128(p)),
+                _mm256_cvtph_ps(_mm_loadu_si128(p.add(1))),
+            )
+        }
+        #[inline(always)]
+        unsafe fn load_bf16(p: *const bf16) -> Self {
+            // A bf16 is the top half of an f32: widen and shift.
+            let p = p as *const __m128i;
+            let widen =
+                |v: __m128i| _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+            Avx2(widen(_mm_loadu_si128(p)), widen(_mm_loadu_si128(p.add(1))))
+        }
+        #[inline(always)]
+        unsafe fn fma(a: Self, b: Self, c: Self) -> Self {
+            Avx2(
+                _mm256_fmadd_ps(a.0, b.0, c.0),
+                _mm256_fmadd_ps(a.1, b.1, c.1),
+            )
+        }
+        #[inline(always)]
+        unsafe fn mul(a: Self, b: Self) -> Self {
+            Avx2(_mm256_mul_ps(a.0, b.0), _mm256_mul_ps(a.1, b.1))
+        }
+        #[inline(always)]
+        unsafe fn add(a: Self, b: Self) -> Self {
+            Avx2(_mm256_add_ps(a.0, b.0), _mm256_add_ps(a.1, b.1))
+        }
+        #[inline(always)]
+        unsafe fn max(a: Self, b: Self) -> Self {
+            Avx2(_mm256_max_ps(a.0, b.0), _mm256_max_ps(a.1, b.1))
+        }
+        #[inline(always)]
+        unsafe fn round(self) -> Self {
+            const NEAREST: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+            Avx2(
+                _mm256_round_ps::<NEAREST>(self.0),
+                _mm256_round_ps::<NEAREST>(self.1),
+            )
+        }
+        #[inline(always)]
+        unsafe fn pow2i(self) -> Self {
+            let bits = |n: __m256| {
+                let biased = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
+                _mm256_castsi256_ps(_mm256_slli_epi32(biased, 23))
+            };
+            Avx2(bits(self.0), bits(self.1))
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f32) {
+            _mm256_storeu_ps(p, self.0);
+            _mm256_storeu_ps(p.add(8), self.1);
+        }
+    }
+
+    #[derive(Clone, Copy)]
+    pub struct Avx512(__m512);
+
+    impl Simd16 for Avx512 {
+        const REGISTERS: usize = 32;
+        #[inline(always)]
+        unsafe fn zero() -> Self {
+            Avx512(_mm512_setzero_ps())
+        }
+        #[inline(always)]
+        unsafe fn splat(v: f32) -> Self {
+            Avx512(_mm512_set1_ps(v))
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            Avx512(_mm512_loadu_ps(p))
+        }
+        #[inline(always)]
+        unsafe fn load_f16(p: *const f16) -> Self {
+            Avx512(_mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i)))
+        }
+        #[inline(always)]
+        unsafe fn load_bf16(p: *const bf16) -> Self {
+            let wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(p as *const __m256i));
+            Avx512(_mm512_castsi512_ps(_mm512_slli_epi32(wide, 16)))
+        }
+        #[inline(always)]
+        unsafe fn fma(a: Self, b: Self, c: Self) -> Self {
+            Avx512(_mm512_fmadd_ps(a.0, b.0, c.0))
+        }
+        #[inline(always)]
+        unsafe fn mul(a: Self, b: Self) -> Self {
+            Avx512(_mm512_mul_ps(a.0, b.0))
+        }
+        #[inline(always)]
+        unsafe fn add(a: Self, b: Self) -> Self {
+            Avx512(_mm512_add_ps(a.0, b.0))
+        }
+        #[inline(always)]
+        unsafe fn max(a: Self, b: Self) -> Self {
+            Avx512(_mm512_max_ps(a.0, b.0))
+        }
+        #[inline(always)]
+        unsafe fn round(self) -> Self {
+            Avx512(_mm512_roundscale_ps::<
+                { _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC },
+            >(self.0))
+        }
+        #[inline(always)]
+        unsafe fn pow2i(self) -> Self {
+            let biased = _mm512_add_epi32(_mm512_cvtps_epi32(self.0), _mm512_set1_epi32(127));
+            Avx512(_mm512_castsi512_ps(_mm512_slli_epi32(biased, 23)))
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f32) {
+            _mm512_storeu_ps(p, self.0)
+        }
+    }
+}
+
+/// Defines `$name(isa, args..)`, which runs the `#[inline(always)]` generic kernel
+/// `$kernel::<S, G..>(args..)` compiled for the chosen path: one `#[target_feature]` function per
+/// path, so the kernel is inlined and compiled with that path's instructions. Call it inside
+/// each parallel task (closures do not inherit target features).
+macro_rules! multiversion {
+    ($vis:vis fn $name:ident<$($g:ident: $bound:path),*>($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? = $kernel:ident) => {
+        #[allow(clippy::too_many_arguments)]
+        $vis fn $name<$($g: $bound),*>(isa: $crate::kernels::Isa, $($arg: $ty),*) $(-> $ret)? {
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn avx512<$($g: $bound),*>($($arg: $ty),*) $(-> $ret)? {
+                $kernel::<$crate::kernels::simd::Avx512, $($g),*>($($arg),*)
+            }
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2,fma,f16c")]
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn avx2<$($g: $bound),*>($($arg: $ty),*) $(-> $ret)? {
+                $kernel::<$crate::kernels::simd::Avx2, $($g),*>($($arg),*)
+            }
+            // SAFETY: a path is only ever chosen after checking the CPU has it (`Isa`); the
+            // kernels' own pointer contracts are upheld by their safe callers.
+            unsafe {
+                match isa {
+                    #[cfg(target_arch = "x86_64")]
+                    $crate::kernels::Isa::Avx512 => avx512::<$($g),*>($($arg),*),
+                    #[cfg(target_arch = "x86_64")]
+                    $crate::kernels::Isa::Avx2 => avx2::<$($g),*>($($arg),*),
+                    _ => $kernel::<$crate::kernels::simd::Scalar, $($g),*>($($arg),*),
+                }
+            }
+        }
+    };
+}
+pub(crate) use multiversion;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::Isa;
+
+    #[inline(always)]
+    unsafe fn exp_all<S: Simd16>(xs: &[f32]) -> Vec<f32> {
+        let mut out = vec![0.0; xs.len()];
+        for (x, o) in xs.chunks_exact(LANES).zip(out.chunks_exact_mut(LANES)) {
+            exp(S::load(x.as_ptr())).store(o.as_mut_ptr());
+        }
+        out
+    }
+    multiversion!(fn exps<>(xs: &[f32]) -> Vec<f32> = exp_all);
+
+    #[test]
+    fn exp_is_accurate_and_the_same_on_every_path() {
+        let mut xs: Vec<f32> = (0..4096).map(|i| -90.0 + i as f32 * 0.0224).collect();
+        xs.extend([
+            0.0,
+            -0.0,
+            -1e-30,
+            f32::NEG_INFINITY,
+            -87.0,
+            88.0,
+            0.5,
+            -0.3466,
+            0.3466,
+        ]);
+        xs.extend([f32::NAN, 1.0, 2.0, -2.0, 10.0, -10.0, -50.0]);
+        let want = exps(Isa::Scalar, &xs);
+        for (x, y) in xs.iter().zip(&want) {
+            if x.is_nan() {
+                continue;
+            }
+            let exact = (*x as f64).max(-87.0).min(88.0).exp();
+            let rel = ((*y as f64) - exact).abs() / exact;
+            assert!(rel < 4e-7, "exp({x}) = {y}, want {exact} ({rel:e})");
+        }
+        for isa in Isa::supported() {
+            let got = exps(isa, &xs);
+            let same = got
+                .iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{isa} exp differs from scalar");
+        }
+    }
+}

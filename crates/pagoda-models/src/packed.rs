@@ -1,0 +1,200 @@
+//! Weights packed for the matmul kernel: panels of 16 output rows, each panel stored
+//! k-major (`[panel][k][16]`), so one vector load takes 16 rows' values at one `k` and a panel
+//! is one contiguous stream. Every output is then a single chain of fused multiply-adds over
+//! `k` in order, whatever the vector width, tile or batch: batch invariant and the same on
+//! every kernel path. Rows past the last multiple of 16 are zero padding.
+
+use half::{bf16, f16};
+
+use crate::kernels::Elem;
+use crate::matrix::{Matrix, MatrixData, WeightDtype};
+
+pub const PANEL: usize = 16;
+
+#[derive(Debug, Clone)]
+pub enum PackedData {
+    F32(Vec<f32>),
+    F16(Vec<f16>),
+    BF16(Vec<bf16>),
+}
+
+#[derive(Debug, Clone)]
+pub struct PackedMatrix {
+    pub rows: usize,
+    pub cols: usize,
+    pub data: PackedData,
+}
+
+impl PackedMatrix {
+    pub fn pack(m: &Matrix) -> PackedMatrix {
+        let data = match &m.data {
+            MatrixData::F32(v) => PackedData::F32(pack_rows(v, m.rows, m.cols)),
+            MatrixData::F16(v) => PackedData::F16(pack_rows(v, m.rows, m.cols)),
+            MatrixData::BF16(v) => PackedData::BF16(pack_rows(v, m.rows, m.cols)),
+        };
+        PackedMatrix {
+            rows: m.rows,
+            cols: m.cols,
+            data,
+        }
+    }
+
+    pub fn num_panels(&self) -> usize {
+        self.rows.div_ceil(PANEL)
+    }
+
+    pub fn dtype(&self) -> WeightDtype {
+        match self.data {
+            PackedData::F32(_) => WeightDtype::F32,
+            PackedData::F16(_) => WeightDtype::F16,
+            PackedData::BF16(_) => WeightDtype::BF16,
+        }
+    }
+
+    /// Bytes held, padding included.
+    pub fn size_in_bytes(&self) -> usize {
+        self.num_panels() * PANEL * self.cols * self.dtype().size_in_bytes()
+    }
+
+    /// Writes row `row` as f32 into `out` (embedding lookups read the packed head directly).
+    pub fn row_to_f32(&self, row: usize, out: &mut [f32]) {
+        assert!(
+            row < self.rows && out.len() == self.cols,
+            "packed row lookup"
+        );
+        match &self.data {
+            PackedData::F32(v) => gather_row(v, self.cols, row, out),
+            PackedData::F16(v) => gather_row(v, self.cols, row, out),
+            PackedData::BF16(v) => gather_row(v, self.cols, row, out),
+        }
+    }
+
+    /// Back to row-major (only for stacking matrices whose rows are not panel-aligned).
+    pub fn unpack(&self) -> Matrix {
+        let data = match &self.data {
+            PackedData::F32(v) => MatrixData::F32(unpack_rows(v, self.rows, self.cols)),
+            PackedData::F16(v) => MatrixData::F16(unpack_rows(v, self.rows, self.cols)),
+            PackedData::BF16(v) => MatrixData::BF16(unpack_rows(v, self.rows, self.cols)),
+        };
+        Matrix {
+            rows: self.rows,
+            cols: self.cols,
+            data,
+        }
+    }
+
+    /// Stacks matrices of one dtype and width (q/k/v, gate/up). Panel-aligned parts are
+    /// concatenated as they are; otherwise the rows are unpacked, stacked and packed again.
+    pub fn concat_rows(parts: &[PackedMatrix]) -> PackedMatrix {
+        if parts.len() == 1 {
+            return parts[0].clone();
+        }
+        if parts[..parts.len() - 1].iter().any(|p| p.rows % PANEL != 0) {
+            let rows: Vec<Matrix> = parts.iter().map(PackedMatrix::unpack).collect();
+            return PackedMatrix::pack(&Matrix::concat_rows(&rows));
+        }
+        let cols = parts[0].cols;
+        assert!(parts
+            .iter()
+            .all(|p| p.cols == cols && p.dtype() == parts[0].dtype()));
+        let rows = parts.iter().map(|p| p.rows).sum();
+        macro_rules! stack {
+            ($variant:ident) => {
+                PackedData::$variant(
+                    parts
+                        .iter()
+                        .flat_map(|p| match &p.data {
+                            PackedData::$variant(v) => v.iter().copied(),
+                            _ => unreachable!("dtypes checked above"),
+                        })
+                        .collect(),
+                )
+            };
+        }
+        let data = match parts[0].data {
+            PackedData::F32(_) => stack!(F32),
+            PackedData::F16(_) => stack!(F16),
+            PackedData::BF16(_) => stack!(BF16),
+        };
+        PackedMatrix { rows, cols, data }
+    }
+}
+
+fn pack_rows<T: Elem>(v: &[T], rows: usize, cols: usize) -> Vec<T> {
+    let panels = rows.div_ceil(PANEL);
+    let mut out = vec![T::from_f32(0.0); panels * PANEL * cols];
+    for (r, row) in v.chunks_exact(cols).enumerate().take(rows) {
+        let base = (r / PANEL) * PANEL * cols + r % PANEL;
+        for (k, &value) in row.iter().enumerate() {
+            out[base + k * PANEL] = value;
+        }
+    }
+    out
+}
+
+fn unpack_rows<T: Elem>(v: &[T], rows: usize, cols: usize) -> Vec<T> {
+    let mut out = Vec::with_capacity(rows * cols);
+    for r in 0..rows {
+        let base = (r / PANEL) * PANEL * cols + r % PANEL;
+        out.extend((0..cols).map(|k| v[base + k * PANEL]));
+    }
+    out
+}
+
+fn gather_row<T: Elem>(v: &[T], cols: usize, row: usize, out: &mut [f32]) {
+    let base = (row / PANEL) * PANEL * cols + row % PANEL;
+    for (k, o) in out.iter_mut().enumerate() {
+        *o = v[base + k * PANEL].to_f32();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matrix(rows: usize, cols: usize, dtype: WeightDtype) -> Matrix {
+        let values = (0..rows * cols).map(|i| i as f32 * 0.25 - 3.0).collect();
+        Matrix::from_f32(rows, cols, values, dtype)
+    }
+
+    #[test]
+    fn rows_survive_packing_with_padding() {
+        for dtype in [WeightDtype::F32, WeightDtype::F16, WeightDtype::BF16] {
+            let m = matrix(37, 5, dtype);
+            let p = PackedMatrix::pack(&m);
+            assert_eq!(p.num_panels(), 3);
+            let (mut a, mut b) = (vec![0.0; 5], vec![0.0; 5]);
+            for r in 0..37 {
+                m.row_to_f32(r, &mut a);
+                p.row_to_f32(r, &mut b);
+                assert_eq!(a, b, "{dtype} row {r}");
+            }
+            let back = p.unpack();
+            for r in 0..37 {
+                back.row_to_f32(r, &mut b);
+                m.row_to_f32(r, &mut a);
+                assert_eq!(a, b);
+            }
+        }
+    }
+
+    #[test]
+    fn stacking_packed_equals_packing_stacked() {
+        for rows in [[32, 16, 16], [20, 7, 7]] {
+            let parts: Vec<Matrix> = rows
+                .iter()
+                .map(|&r| matrix(r, 6, WeightDtype::F16))
+                .collect();
+            let want = PackedMatrix::pack(&Matrix::concat_rows(&parts));
+            let packed: Vec<PackedMatrix> = parts.iter().map(PackedMatrix::pack).collect();
+            let got = PackedMatrix::concat_rows(&packed);
+            assert_eq!(got.rows, want.rows);
+            let (mut a, mut b) = (vec![0.0; 6], vec![0.0; 6]);
+            for r in 0..got.rows {
+                got.row_to_f32(r, &mut a);
+                want.row_to_f32(r, &mut b);
+                assert_eq!(a, b, "{rows:?} row {r}");
+            }
+        }
+    }
+}
