@@ -35,7 +35,7 @@ fn qwen2_5_0_5b_shaped_dummy_model_runs_a_step() {
     let bytes = model.weight_bytes();
     assert!((980_000_000..1_000_000_000).contains(&bytes), "{bytes}");
 
-    let shape = KvCacheShape::from_budget(&cfg, 16, 64 << 20, 256).unwrap();
+    let shape = KvCacheShape::from_budget(&cfg, 16, 64 << 20, 256, WeightDtype::F16).unwrap();
     let mut runner = ModelRunner::new(model, shape);
     let mut batch = ForwardBatch::new(16);
     batch

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use pagoda_models::LoadOptions;
+use pagoda_models::{KvCacheDtype, LoadOptions};
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -13,6 +13,8 @@ pub struct EngineConfig {
     pub block_size: usize,
     /// Bytes of KV cache; the number of blocks follows from it.
     pub kv_cache_memory: u64,
+    /// What the KV cache stores (`Auto`: the weights' dtype).
+    pub kv_cache_dtype: KvCacheDtype,
     /// Longest sequence (prompt + output); defaults to the model's `max_position_embeddings`.
     pub max_model_len: Option<usize>,
     pub max_num_seqs: usize,
@@ -40,6 +42,7 @@ impl EngineConfig {
             load: LoadOptions::default(),
             block_size: 16,
             kv_cache_memory: 2 << 30,
+            kv_cache_dtype: KvCacheDtype::Auto,
             max_model_len: None,
             max_num_seqs: 64,
             // Small steps keep inter-token latency bounded on a CPU while prompts prefill.

@@ -50,6 +50,7 @@ pub(crate) fn load(config: &EngineConfig) -> Result<Loaded> {
         config.block_size,
         config.kv_cache_memory,
         max_model_len,
+        config.kv_cache_dtype.resolve(weight_dtype),
     )?;
     let mut eos_token_ids = generation_config.eos_token_ids();
     if eos_token_ids.is_empty() {

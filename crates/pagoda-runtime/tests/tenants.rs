@@ -71,7 +71,9 @@ fn a_tenant_arriving_during_a_flood_is_scheduled_in_the_next_step() {
     // A fills every slot before B arrives. Stats are published after a step's outputs are
     // sent, so wait for them rather than read them once.
     assert!(a.blocking_next().unwrap().finished.is_none());
-    wait_for(&engine, "run A in every slot", |e| e.stats().num_running == 4);
+    wait_for(&engine, "run A in every slot", |e| {
+        e.stats().num_running == 4
+    });
     let b = collect(engine.submit(request(p, greedy(8), Some("b"))).unwrap());
     let timings = b.completion(0).timings;
     assert_eq!(timings.steps_waited, 0, "{timings:?}");

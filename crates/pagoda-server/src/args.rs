@@ -33,6 +33,10 @@ pub struct ServeArgs {
     /// KV cache size: bytes or with a unit, e.g. 512MiB, 2GiB [default: 2GiB].
     #[arg(long, env = "PAGODA_KV_CACHE_MEMORY", value_parser = parse_byte_size)]
     pub kv_cache_memory: Option<u64>,
+    /// What the KV cache stores: auto (the weights' dtype), float32, float16 or bfloat16
+    /// [default: auto].
+    #[arg(long, env = "PAGODA_KV_CACHE_DTYPE")]
+    pub kv_cache_dtype: Option<String>,
     /// Longest sequence, prompt plus output [default: the model's max_position_embeddings].
     #[arg(long, env = "PAGODA_MAX_MODEL_LEN")]
     pub max_model_len: Option<usize>,

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use pagoda_gateway::{GatewayConfig, SinkSpec};
-use pagoda_models::{LoadFormat, WeightDtype};
+use pagoda_models::{KvCacheDtype, LoadFormat, WeightDtype};
 use pagoda_runtime::EngineConfig;
 use serde::Deserialize;
 
@@ -48,6 +48,7 @@ struct FileSettings {
     load_format: Option<String>,
     dtype: Option<String>,
     kv_cache_memory: Option<Size>,
+    kv_cache_dtype: Option<String>,
     max_model_len: Option<usize>,
     max_num_seqs: Option<usize>,
     max_num_batched_tokens: Option<usize>,
@@ -143,6 +144,14 @@ impl Settings {
             .or(file.kv_cache_memory.map(size_bytes))
         {
             engine.kv_cache_memory = bytes?;
+        }
+        if let Some(name) = args.kv_cache_dtype.or(file.kv_cache_dtype) {
+            engine.kv_cache_dtype = KvCacheDtype::parse(&name).ok_or_else(|| {
+                setting(
+                    "kv-cache-dtype",
+                    format!("`{name}` is not auto, float32, float16 or bfloat16"),
+                )
+            })?;
         }
         engine.max_model_len = args.max_model_len.or(file.max_model_len);
         set(

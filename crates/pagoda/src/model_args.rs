@@ -1,7 +1,7 @@
 //! Model and engine flags shared by the commands that load a model.
 
 use clap::{Args, ValueEnum};
-use pagoda_models::{LoadFormat, LoadOptions, WeightDtype};
+use pagoda_models::{KvCacheDtype, LoadFormat, LoadOptions, WeightDtype};
 use pagoda_runtime::EngineConfig;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -21,6 +21,26 @@ pub enum DtypeArg {
     Bfloat16,
 }
 
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum KvCacheDtypeArg {
+    /// The weights' dtype (a 16-bit checkpoint gets a 16-bit cache).
+    Auto,
+    Float32,
+    Float16,
+    Bfloat16,
+}
+
+impl KvCacheDtypeArg {
+    pub fn dtype(self) -> KvCacheDtype {
+        match self {
+            KvCacheDtypeArg::Auto => KvCacheDtype::Auto,
+            KvCacheDtypeArg::Float32 => KvCacheDtype::Fixed(WeightDtype::F32),
+            KvCacheDtypeArg::Float16 => KvCacheDtype::Fixed(WeightDtype::F16),
+            KvCacheDtypeArg::Bfloat16 => KvCacheDtype::Fixed(WeightDtype::BF16),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct ModelArgs {
     /// Model directory, or a Hugging Face hub id (downloaded into the Hugging Face cache).
@@ -37,6 +57,14 @@ pub struct ModelArgs {
     /// KV cache size, e.g. 2GiB, 512MiB or a byte count.
     #[arg(long, default_value = "2GiB", value_parser = pagoda_server::parse_byte_size, env = "PAGODA_KV_CACHE_MEMORY")]
     pub kv_cache_memory: u64,
+    /// What the KV cache stores.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "auto",
+        env = "PAGODA_KV_CACHE_DTYPE"
+    )]
+    pub kv_cache_dtype: KvCacheDtypeArg,
     /// Longest prompt plus output; defaults to the model's max_position_embeddings.
     #[arg(long, env = "PAGODA_MAX_MODEL_LEN")]
     pub max_model_len: Option<usize>,
@@ -69,6 +97,7 @@ impl ModelArgs {
         let mut config = EngineConfig::new(dir);
         config.load = load;
         config.kv_cache_memory = self.kv_cache_memory;
+        config.kv_cache_dtype = self.kv_cache_dtype.dtype();
         config.max_model_len = self.max_model_len;
         config.block_size = self.block_size;
         Ok(config)

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use pagoda_models::loader::{load_model, LoadOptions};
-use pagoda_models::{ForwardBatch, KvCacheShape, LogitsWanted, ModelRunner};
+use pagoda_models::{ForwardBatch, Isa, KvCacheShape, LogitsWanted, ModelRunner, WeightDtype};
 
 pub const MODELS: [&str; 5] = [
     "tiny-llama",
@@ -59,6 +59,18 @@ pub fn reference_cases(name: &str) -> Vec<Case> {
 }
 
 pub fn runner(name: &str, num_blocks: usize) -> ModelRunner {
+    runner_with_kv(name, num_blocks, WeightDtype::F32)
+}
+
+/// A runner on kernel path `isa` (f32 KV cache).
+pub fn runner_on(name: &str, num_blocks: usize, isa: Isa) -> ModelRunner {
+    let shape = runner(name, num_blocks).kv_shape();
+    let (model, _) = load_model(&model_dir(name), &LoadOptions::default()).unwrap();
+    ModelRunner::with_isa(model, shape, isa).unwrap()
+}
+
+/// A runner whose KV cache stores `kv_dtype`.
+pub fn runner_with_kv(name: &str, num_blocks: usize, kv_dtype: WeightDtype) -> ModelRunner {
     let (model, _) = load_model(&model_dir(name), &LoadOptions::default()).unwrap();
     let cfg = &model.config;
     let shape = KvCacheShape {
@@ -67,6 +79,7 @@ pub fn runner(name: &str, num_blocks: usize) -> ModelRunner {
         block_size: BLOCK_SIZE,
         num_kv_heads: cfg.num_kv_heads,
         head_dim: cfg.head_dim,
+        dtype: kv_dtype,
     };
     ModelRunner::new(model, shape)
 }

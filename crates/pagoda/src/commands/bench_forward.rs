@@ -49,6 +49,7 @@ pub fn run(args: BenchForwardArgs) -> anyhow::Result<()> {
         args.batch.iter().all(|&b| b > 0),
         "batch sizes must be positive"
     );
+    let isa = pagoda_models::kernels::check_env().map_err(anyhow::Error::msg)?;
     let load = args.model.load_options();
     let dir =
         pagoda_runtime::resolve_model(&args.model.model, load.format == LoadFormat::Safetensors)?;
@@ -63,21 +64,24 @@ pub fn run(args: BenchForwardArgs) -> anyhow::Result<()> {
         cfg.max_position_embeddings
     );
     let blocks_needed = max_batch * seq_len.div_ceil(block_size);
-    let budget = blocks_needed as u64 * KvCacheShape::bytes_per_block(&cfg, block_size);
-    let shape = KvCacheShape::from_budget(&cfg, block_size, budget, seq_len)?;
+    let kv_dtype = args.model.kv_cache_dtype.dtype().resolve(dtype);
+    let budget = blocks_needed as u64 * KvCacheShape::bytes_per_block(&cfg, block_size, kv_dtype);
+    let shape = KvCacheShape::from_budget(&cfg, block_size, budget, seq_len, kv_dtype)?;
     eprintln!(
-        "{:?} {}: {} layers, hidden {}, weights {} ({:.0} MiB), KV {} blocks ({:.0} MiB), {} threads",
+        "{:?} {}: {} layers, hidden {}, weights {} ({:.0} MiB), KV {} {} blocks ({:.0} MiB), {} threads, {} kernels",
         cfg.architecture,
         dir.display(),
         cfg.num_layers,
         cfg.hidden_size,
         dtype,
         model.weight_bytes() as f64 / (1 << 20) as f64,
+        kv_dtype,
         shape.num_blocks,
         shape.total_bytes() as f64 / (1 << 20) as f64,
         rayon_threads(),
+        isa,
     );
-    let cost = ForwardCost::new(&cfg, dtype.size_in_bytes());
+    let cost = ForwardCost::new(&cfg, dtype.size_in_bytes(), kv_dtype);
     let mut runner = ModelRunner::new(model, shape);
     warm_up(&mut runner, block_size)?;
     if !args.json {

@@ -3,7 +3,7 @@
 //! tokens/s can be read against the machine's memory bandwidth (decode) and arithmetic peak
 //! (prefill).
 
-use pagoda_models::{KvCacheShape, ModelConfig};
+use pagoda_models::{KvCacheShape, ModelConfig, WeightDtype};
 
 /// Per-token costs of one model.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -19,7 +19,11 @@ pub struct ForwardCost {
 }
 
 impl ForwardCost {
-    pub fn new(cfg: &ModelConfig, weight_bytes_per_param: usize) -> ForwardCost {
+    pub fn new(
+        cfg: &ModelConfig,
+        weight_bytes_per_param: usize,
+        kv_dtype: WeightDtype,
+    ) -> ForwardCost {
         let h = cfg.hidden_size as u64;
         let q = (cfg.num_heads * cfg.head_dim) as u64;
         let kv = (cfg.num_kv_heads * cfg.head_dim) as u64;
@@ -28,7 +32,7 @@ impl ForwardCost {
         ForwardCost {
             matmul_params: layers * per_layer + cfg.vocab_size as u64 * h,
             weight_bytes_per_param: weight_bytes_per_param as u64,
-            kv_bytes_per_token: KvCacheShape::bytes_per_block(cfg, 1),
+            kv_bytes_per_token: KvCacheShape::bytes_per_block(cfg, 1, kv_dtype),
             attention_width: layers * q,
         }
     }
@@ -86,7 +90,7 @@ mod tests {
     #[test]
     fn the_qwen_half_billion_shape_has_the_published_parameter_count() {
         let cfg = qwen_05b();
-        let cost = ForwardCost::new(&cfg, 2);
+        let cost = ForwardCost::new(&cfg, 2, WeightDtype::F16);
         // 494M parameters: 358M in the layers' projections and 136M in the (tied) embedding,
         // less the norms and biases this count leaves out.
         let params = cost.matmul_params;
@@ -99,7 +103,7 @@ mod tests {
 
     #[test]
     fn attention_work_grows_with_the_context_and_the_batch() {
-        let cost = ForwardCost::new(&qwen_05b(), 2);
+        let cost = ForwardCost::new(&qwen_05b(), 2, WeightDtype::F16);
         let short = cost.decode(1, 0, 64);
         let long = cost.decode(1, 4096, 64);
         assert_eq!(
