@@ -122,9 +122,9 @@ unsafe fn attend<S: Simd16, W: Elem>(
     out.fill(0.0);
     let mut running_max = vec![f32::NEG_INFINITY; heads];
     let mut running_sum = vec![0.0f32; heads];
-    // Whole vectors of scores; lanes past the block's keys are never read back.
+    // Per head, whole vectors of scores; lanes past the block's keys are never read back.
     let padded = bs.div_ceil(LANES) * LANES;
-    let mut scores = vec![0.0f32; padded];
+    let mut scores = vec![0.0f32; heads * padded];
     let (kp, vp) = (k.as_ptr(), v.as_ptr());
     for logical in start / bs..=(end - 1) / bs {
         let lo = start.max(logical * bs);
@@ -135,48 +135,47 @@ unsafe fn attend<S: Simd16, W: Elem>(
         // so every slot of the block exists; a full vector of keys is only loaded when its
         // 16 keys lie inside the block.
         let keys = kp.add(layout.key(first_slot, kv_head));
+        let mut h = 0;
+        while h < heads {
+            // Up to four heads share each key load, as four independent chains.
+            let take = (heads - h).min(4);
+            let (qh, sh) = (q.as_ptr().add(h * hd), scores.as_mut_ptr().add(h * padded));
+            match take {
+                4 => score_heads::<S, W, 4>(qh, keys, hd, bs, padded, n, scale, sh),
+                3 => score_heads::<S, W, 3>(qh, keys, hd, bs, padded, n, scale, sh),
+                2 => score_heads::<S, W, 2>(qh, keys, hd, bs, padded, n, scale, sh),
+                _ => score_heads::<S, W, 1>(qh, keys, hd, bs, padded, n, scale, sh),
+            }
+            h += take;
+        }
+        let values = vp.add(layout.value(first_slot, kv_head));
+        let value_stride = layout.slot_width();
         for h in 0..heads {
-            let qh = q.as_ptr().add(h * hd);
-            let mut j = 0;
-            while j + LANES <= n {
-                let mut acc = S::zero();
-                for d in 0..hd {
-                    acc = S::fma(
-                        S::splat(*qh.add(d)),
-                        W::load::<S>(keys.add(d * bs + j)),
-                        acc,
-                    );
-                }
-                S::mul(acc, S::splat(scale)).store(scores.as_mut_ptr().add(j));
-                j += LANES;
-            }
-            // The same chain of fused multiply-adds, one key at a time.
-            for j in j..n {
-                let mut acc = 0.0f32;
-                for d in 0..hd {
-                    acc = (*qh.add(d)).mul_add((*keys.add(d * bs + j)).to_f32(), acc);
-                }
-                scores[j] = acc * scale;
-            }
-            let block_max = scores[..n]
-                .iter()
-                .copied()
-                .fold(f32::NEG_INFINITY, f32::max);
+            let sh = &mut scores[h * padded..(h + 1) * padded];
+            let block_max = sh[..n].iter().copied().fold(f32::NEG_INFINITY, f32::max);
             let new_max = running_max[h].max(block_max);
             let neg_max = S::splat(-new_max);
             for c in (0..n).step_by(LANES) {
-                let at = scores.as_mut_ptr().add(c);
+                let at = sh.as_mut_ptr().add(c);
                 exp(S::add(S::load(at), neg_max)).store(at);
             }
-            // The partial output is rescaled with the block's first value.
-            let mut correction = (running_max[h] - new_max).exp();
+            let correction = (running_max[h] - new_max).exp();
             running_sum[h] *= correction;
-            let oh = out.as_mut_ptr().add(h * hd);
-            for (i, &p) in scores[..n].iter().enumerate() {
+            for &p in &sh[..n] {
                 running_sum[h] += p;
-                let value = vp.add(layout.value(first_slot + i, kv_head));
-                scale_add::<S, W>(oh, correction, p, value, hd);
-                correction = 1.0;
+            }
+            let oh = out.as_mut_ptr().add(h * hd);
+            let probs = &sh[..n];
+            match hd {
+                64 => add_values::<S, W, 4>(oh, correction, probs, values, value_stride),
+                128 => add_values::<S, W, 8>(oh, correction, probs, values, value_stride),
+                _ => {
+                    let mut scale = correction;
+                    for (i, &p) in probs.iter().enumerate() {
+                        scale_add::<S, W>(oh, scale, p, values.add(i * value_stride), hd);
+                        scale = 1.0;
+                    }
+                }
             }
             running_max[h] = new_max;
         }
@@ -186,6 +185,70 @@ unsafe fn attend<S: Simd16, W: Elem>(
         for v in o.iter_mut() {
             *v *= inv;
         }
+    }
+}
+
+/// Scores of `H` consecutive query heads against keys `0..n` of a transposed K block:
+/// each score one in-order chain of fused multiply-adds over the head dimension, times
+/// `scale`. Head `h` writes `out[h * stride..]`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn score_heads<S: Simd16, W: Elem, const H: usize>(
+    q: *const f32,
+    keys: *const W,
+    hd: usize,
+    bs: usize,
+    stride: usize,
+    n: usize,
+    scale: f32,
+    out: *mut f32,
+) {
+    let mut j = 0;
+    while j + LANES <= n {
+        let mut acc = [S::zero(); H];
+        for d in 0..hd {
+            let kv = W::load::<S>(keys.add(d * bs + j));
+            for (h, a) in acc.iter_mut().enumerate() {
+                *a = S::fma(S::splat(*q.add(h * hd + d)), kv, *a);
+            }
+        }
+        for (h, a) in acc.iter().enumerate() {
+            S::mul(*a, S::splat(scale)).store(out.add(h * stride + j));
+        }
+        j += LANES;
+    }
+    for j in j..n {
+        for h in 0..H {
+            let mut acc = 0.0f32;
+            for d in 0..hd {
+                acc = (*q.add(h * hd + d)).mul_add((*keys.add(d * bs + j)).to_f32(), acc);
+            }
+            *out.add(h * stride + j) = acc * scale;
+        }
+    }
+}
+
+/// `out = out * correction + sum_i probs[i] * value_i` for a head of `16 * C` dimensions,
+/// the output held in registers for the whole block. The same operations in the same order
+/// as `scale_add` key by key (multiplying by 1.0 is exact), so either gives the same bits.
+#[inline(always)]
+unsafe fn add_values<S: Simd16, W: Elem, const C: usize>(
+    out: *mut f32,
+    correction: f32,
+    probs: &[f32],
+    values: *const W,
+    stride: usize,
+) {
+    let corr = S::splat(correction);
+    let mut acc: [S; C] = std::array::from_fn(|c| S::mul(S::load(out.add(c * LANES)), corr));
+    for (i, &p) in probs.iter().enumerate() {
+        let (pv, row) = (S::splat(p), values.add(i * stride));
+        for (c, a) in acc.iter_mut().enumerate() {
+            *a = S::fma(W::load::<S>(row.add(c * LANES)), pv, *a);
+        }
+    }
+    for (c, a) in acc.iter().enumerate() {
+        a.store(out.add(c * LANES));
     }
 }
 
@@ -291,7 +354,7 @@ mod tests {
 
     #[test]
     fn matches_softmax_attention_with_gqa_and_scattered_blocks() {
-        for (head_dim, block_size) in [(8, 4), (16, 16), (24, 16), (64, 32), (64, 20)] {
+        for (head_dim, block_size) in [(8, 4), (16, 16), (24, 16), (64, 32), (64, 20), (128, 16)] {
             for dtype in [WeightDtype::F32, WeightDtype::F16, WeightDtype::BF16] {
                 check(head_dim, block_size, dtype, 1e-5);
             }
