@@ -107,7 +107,7 @@ unsafe fn sweep_panels<S: Simd16, W: Elem>(
     let (max_p, max_t) = match (g.n <= DECODE_TOKENS, wide) {
         (true, true) => (4, DECODE_TOKENS),
         (true, false) => (if g.n == 1 { 4 } else { 2 }, DECODE_TOKENS),
-        (false, true) => (2, 8),
+        (false, true) => (2, 12),
         (false, false) => (1, 6),
     };
     let mut p = p0;
@@ -145,6 +145,10 @@ unsafe fn tiles_over_tokens<S: Simd16, W: Elem, const P: usize>(
             };
         }
         match tt {
+            12 => go!(12),
+            11 => go!(11),
+            10 => go!(10),
+            9 => go!(9),
             8 => go!(8),
             7 => go!(7),
             6 => go!(6),
