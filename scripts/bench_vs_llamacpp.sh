@@ -6,6 +6,8 @@
 # usage: scripts/bench_vs_llamacpp.sh [ROUNDS] [THREADS...]
 #   PEER_DIR   where scripts/peer_llamacpp.sh put llama.cpp and the model (default /work/peer)
 #   PROMPT_LEN / GEN   prompt tokens and generated tokens (default 512 / 64)
+# Pagoda decodes after its prompt, so llama.cpp's decode runs at the same depth
+# (`llama-bench -d PROMPT_LEN`), and its prefill as a separate run.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PEER_DIR=${PEER_DIR:-/work/peer}
@@ -24,15 +26,14 @@ for t in $THREADS; do
   for r in $(seq "$ROUNDS"); do
     load=$(cut -d' ' -f1 /proc/loadavg)
     RAYON_NUM_THREADS=$t "$PAGODA" bench forward --model "$MODEL_DIR" --batch 1 \
-      --prompt-len "$PROMPT_LEN" --gen "$GEN" --json 2>/dev/null |
+      --prompt-len "$PROMPT_LEN" --gen "$GEN" --max-batched-tokens "$PROMPT_LEN" --json 2>/dev/null |
       python3 -c "import json,sys; d=json.loads(sys.stdin.read()); print('pagoda', $t, $r, '$load', d['prefill_tokens_per_s'], d['decode_tokens_per_s'])" >>"$samples"
     load=$(cut -d' ' -f1 /proc/loadavg)
-    "$PEER_DIR/bin/llama-bench" -m "$GGUF" -t "$t" -p "$PROMPT_LEN" -n "$GEN" -r 1 -o json 2>/dev/null |
-      python3 -c "
-import json,sys
-rows=json.load(sys.stdin)
-pp=[r['avg_ts'] for r in rows if r['n_prompt']>0][0]; tg=[r['avg_ts'] for r in rows if r['n_gen']>0][0]
-print('llama.cpp', $t, $r, '$load', pp, tg)" >>"$samples"
+    pp=$("$PEER_DIR/bin/llama-bench" -m "$GGUF" -t "$t" -p "$PROMPT_LEN" -n 0 -r 1 -o json 2>/dev/null |
+      python3 -c "import json,sys; print(json.load(sys.stdin)[0]['avg_ts'])")
+    tg=$("$PEER_DIR/bin/llama-bench" -m "$GGUF" -t "$t" -p 0 -n "$GEN" -d "$PROMPT_LEN" -r 1 -o json 2>/dev/null |
+      python3 -c "import json,sys; print(json.load(sys.stdin)[0]['avg_ts'])")
+    echo "llama.cpp $t $r $load $pp $tg" >>"$samples"
   done
 done
 python3 - "$samples" <<'PY'
@@ -48,6 +49,6 @@ for t in sorted({r[1] for r in rows}):
         sel = [r for r in rows if r[0] == e and r[1] == t]
         med[e] = (statistics.median(float(r[4]) for r in sel), statistics.median(float(r[5]) for r in sel))
         print(f"median {e:10} threads {t}: prefill {med[e][0]:.1f} t/s, decode {med[e][1]:.2f} t/s")
-    print(f"time ratio pagoda/llama.cpp, threads {t}: prefill {med['llama.cpp'][0]/med['pagoda'][0]:.2f}x, decode {med['llama.cpp'][1]/med['pagoda'][1]:.2f}x")
+    print(f"speed ratio pagoda/llama.cpp, threads {t}: prefill {med['pagoda'][0]/med['llama.cpp'][0]:.2f}x, decode {med['pagoda'][1]/med['llama.cpp'][1]:.2f}x")
 PY
 rm -f "$samples"

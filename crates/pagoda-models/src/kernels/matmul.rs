@@ -176,8 +176,12 @@ unsafe fn tile<S: Simd16, W: Elem, const P: usize, const T: usize>(
     let wp = w.as_ptr().add(p * panel_len);
     let xp = x.as_ptr().add(t * g.cols);
     let mut acc = [[S::zero(); P]; T];
+    // Plain loops, not closures: a closure is compiled without the path's target features.
+    let mut wv = [S::zero(); P];
     for k in 0..g.cols {
-        let wv: [S; P] = std::array::from_fn(|i| W::load::<S>(wp.add(i * panel_len + k * PANEL)));
+        for (i, w) in wv.iter_mut().enumerate() {
+            *w = W::load::<S>(wp.add(i * panel_len + k * PANEL));
+        }
         for (j, row) in acc.iter_mut().enumerate() {
             let xv = S::splat(*xp.add(j * g.cols + k));
             for (a, wv) in row.iter_mut().zip(&wv) {

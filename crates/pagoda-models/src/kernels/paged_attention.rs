@@ -121,93 +121,186 @@ unsafe fn attend<S: Simd16, W: Elem>(
 
     out.fill(0.0);
     let mut running_max = vec![f32::NEG_INFINITY; heads];
-    let mut running_sum = vec![0.0f32; heads];
+    // Softmax denominators, lane by lane (folded once at the end): a serial sum over the keys
+    // would cost an add's latency per key.
+    let mut sums = vec![0.0f32; heads * LANES];
+    let mut correction = vec![0.0f32; heads];
     // Per head, whole vectors of scores; lanes past the block's keys are never read back.
     let padded = bs.div_ceil(LANES) * LANES;
     let mut scores = vec![0.0f32; heads * padded];
+    // A 16-bit block is widened once here (exactly) and read by every head of the group.
+    let mut keys_f32 = vec![0.0f32; if W::IS_F32 { 0 } else { hd * bs }];
+    let mut values_f32 = vec![0.0f32; if W::IS_F32 { 0 } else { bs * hd }];
     let (kp, vp) = (k.as_ptr(), v.as_ptr());
     for logical in start / bs..=(end - 1) / bs {
         let lo = start.max(logical * bs);
         let hi = end.min((logical + 1) * bs);
         let n = hi - lo;
-        let first_slot = seq.block_table[logical] as usize * bs + lo % bs;
+        let block_start = seq.block_table[logical] as usize * bs;
+        let first = lo - logical * bs;
         // SAFETY (all pointer arithmetic below): the batch was validated against the cache,
         // so every slot of the block exists; a full vector of keys is only loaded when its
         // 16 keys lie inside the block.
-        let keys = kp.add(layout.key(first_slot, kv_head));
+        let block_keys = kp.add(layout.key(block_start, kv_head));
+        let first_value = vp.add(layout.value(block_start + first, kv_head));
+        let (keys, values, value_stride) = if W::IS_F32 {
+            (
+                block_keys as *const f32,
+                first_value as *const f32,
+                layout.slot_width(),
+            )
+        } else {
+            widen::<S, W>(block_keys, hd * bs, keys_f32.as_mut_ptr());
+            for i in 0..n {
+                let row = first_value.add(i * layout.slot_width());
+                widen::<S, W>(row, hd, values_f32.as_mut_ptr().add(i * hd));
+            }
+            (keys_f32.as_ptr(), values_f32.as_ptr(), hd)
+        };
+        let keys = keys.add(first);
+        let room = bs - first;
         let mut h = 0;
         while h < heads {
             // Up to four heads share each key load, as four independent chains.
             let take = (heads - h).min(4);
             let (qh, sh) = (q.as_ptr().add(h * hd), scores.as_mut_ptr().add(h * padded));
             match take {
-                4 => score_heads::<S, W, 4>(qh, keys, hd, bs, padded, n, scale, sh),
-                3 => score_heads::<S, W, 3>(qh, keys, hd, bs, padded, n, scale, sh),
-                2 => score_heads::<S, W, 2>(qh, keys, hd, bs, padded, n, scale, sh),
-                _ => score_heads::<S, W, 1>(qh, keys, hd, bs, padded, n, scale, sh),
+                4 => score_heads::<S, 4>(qh, keys, hd, bs, padded, n, room, scale, sh),
+                3 => score_heads::<S, 3>(qh, keys, hd, bs, padded, n, room, scale, sh),
+                2 => score_heads::<S, 2>(qh, keys, hd, bs, padded, n, room, scale, sh),
+                _ => score_heads::<S, 1>(qh, keys, hd, bs, padded, n, room, scale, sh),
             }
             h += take;
         }
-        let values = vp.add(layout.value(first_slot, kv_head));
-        let value_stride = layout.slot_width();
+        let chunks = n.div_ceil(LANES) * LANES;
         for h in 0..heads {
-            let sh = &mut scores[h * padded..(h + 1) * padded];
-            let block_max = sh[..n].iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let sh = scores.as_mut_ptr().add(h * padded);
+            // Lanes past the keys take no part: -inf for the max, then 0 for the sums.
+            for l in n..chunks {
+                *sh.add(l) = f32::NEG_INFINITY;
+            }
+            let mut max = S::splat(f32::NEG_INFINITY);
+            for c in (0..chunks).step_by(LANES) {
+                max = S::max(S::load(sh.add(c)), max);
+            }
+            let block_max = horizontal_max(max);
             let new_max = running_max[h].max(block_max);
             let neg_max = S::splat(-new_max);
-            for c in (0..n).step_by(LANES) {
-                let at = sh.as_mut_ptr().add(c);
-                exp(S::add(S::load(at), neg_max)).store(at);
+            for c in (0..chunks).step_by(LANES) {
+                exp(S::add(S::load(sh.add(c)), neg_max)).store(sh.add(c));
             }
-            let correction = (running_max[h] - new_max).exp();
-            running_sum[h] *= correction;
-            for &p in &sh[..n] {
-                running_sum[h] += p;
+            for l in n..chunks {
+                *sh.add(l) = 0.0;
             }
-            let oh = out.as_mut_ptr().add(h * hd);
-            let probs = &sh[..n];
-            match hd {
-                64 => add_values::<S, W, 4>(oh, correction, probs, values, value_stride),
-                128 => add_values::<S, W, 8>(oh, correction, probs, values, value_stride),
-                _ => {
-                    let mut scale = correction;
-                    for (i, &p) in probs.iter().enumerate() {
-                        scale_add::<S, W>(oh, scale, p, values.add(i * value_stride), hd);
-                        scale = 1.0;
-                    }
-                }
+            correction[h] = (running_max[h] - new_max).exp();
+            let sp = sums.as_mut_ptr().add(h * LANES);
+            let mut sum = S::mul(S::load(sp), S::splat(correction[h]));
+            for c in (0..chunks).step_by(LANES) {
+                sum = S::add(sum, S::load(sh.add(c)));
             }
+            sum.store(sp);
             running_max[h] = new_max;
         }
+        let wide = S::REGISTERS >= 32;
+        let mut h = 0;
+        while h < heads {
+            let (oh, ph) = (
+                out.as_mut_ptr().add(h * hd),
+                scores.as_ptr().add(h * padded),
+            );
+            let corr = correction.as_ptr().add(h);
+            let step = match (hd, wide, heads - h) {
+                (64, true, left) if left >= 4 => {
+                    add_values::<S, 4, 4>(oh, corr, ph, padded, n, values, value_stride, hd);
+                    4
+                }
+                (64, true, left) if left >= 2 => {
+                    add_values::<S, 2, 4>(oh, corr, ph, padded, n, values, value_stride, hd);
+                    2
+                }
+                (64, _, _) => {
+                    add_values::<S, 1, 4>(oh, corr, ph, padded, n, values, value_stride, hd);
+                    1
+                }
+                (128, true, left) if left >= 2 => {
+                    add_values::<S, 2, 8>(oh, corr, ph, padded, n, values, value_stride, hd);
+                    2
+                }
+                (128, _, _) => {
+                    add_values::<S, 1, 8>(oh, corr, ph, padded, n, values, value_stride, hd);
+                    1
+                }
+                _ => {
+                    let mut scale = correction[h];
+                    for i in 0..n {
+                        let row = values.add(i * value_stride);
+                        scale_add::<S, f32>(oh, scale, *ph.add(i), row, hd);
+                        scale = 1.0;
+                    }
+                    1
+                }
+            };
+            h += step;
+        }
     }
-    for (o, sum) in out.chunks_exact_mut(hd).zip(&running_sum) {
-        let inv = 1.0 / sum;
+    for (o, lanes) in out.chunks_exact_mut(hd).zip(sums.chunks_exact(LANES)) {
+        let inv = 1.0 / fold(lanes);
         for v in o.iter_mut() {
             *v *= inv;
         }
     }
 }
 
-/// Scores of `H` consecutive query heads against keys `0..n` of a transposed K block:
-/// each score one in-order chain of fused multiply-adds over the head dimension, times
-/// `scale`. Head `h` writes `out[h * stride..]`.
+/// The largest lane (exact whatever the order).
+#[inline(always)]
+unsafe fn horizontal_max<S: Simd16>(v: S) -> f32 {
+    let mut lanes = [0.0f32; LANES];
+    v.store(lanes.as_mut_ptr());
+    lanes.iter().copied().fold(f32::NEG_INFINITY, f32::max)
+}
+
+/// Sixteen lanes summed in a fixed tree (lane `l` with `l + 8`, then pairs).
+fn fold(lanes: &[f32]) -> f32 {
+    let h: [f32; 8] = std::array::from_fn(|l| lanes[l] + lanes[l + 8]);
+    ((h[0] + h[4]) + (h[2] + h[6])) + ((h[1] + h[5]) + (h[3] + h[7]))
+}
+
+/// Widens `len` elements to f32 (exactly).
+#[inline(always)]
+unsafe fn widen<S: Simd16, W: Elem>(src: *const W, len: usize, dst: *mut f32) {
+    let body = len / LANES * LANES;
+    for i in (0..body).step_by(LANES) {
+        W::load::<S>(src.add(i)).store(dst.add(i));
+    }
+    for i in body..len {
+        *dst.add(i) = (*src.add(i)).to_f32();
+    }
+}
+
+/// Scores of `H` consecutive query heads against keys `0..n` of a transposed K block (key
+/// `j`, dimension `d` at `keys[d * bs + j]`; `room` keys from `keys` to the end of the
+/// block's row): each score one in-order chain of fused multiply-adds over the head
+/// dimension, times `scale`. Head `h` writes `out[h * stride..]`. A vector of 16 keys is
+/// loaded wherever it stays inside the row, even past `n`: those lanes are never read back,
+/// and a lane's bits do not depend on whether it was computed in a vector or alone.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn score_heads<S: Simd16, W: Elem, const H: usize>(
+unsafe fn score_heads<S: Simd16, const H: usize>(
     q: *const f32,
-    keys: *const W,
+    keys: *const f32,
     hd: usize,
     bs: usize,
     stride: usize,
     n: usize,
+    room: usize,
     scale: f32,
     out: *mut f32,
 ) {
     let mut j = 0;
-    while j + LANES <= n {
+    while j < n && j + LANES <= room {
         let mut acc = [S::zero(); H];
         for d in 0..hd {
-            let kv = W::load::<S>(keys.add(d * bs + j));
+            let kv = S::load(keys.add(d * bs + j));
             for (h, a) in acc.iter_mut().enumerate() {
                 *a = S::fma(S::splat(*q.add(h * hd + d)), kv, *a);
             }
@@ -221,34 +314,54 @@ unsafe fn score_heads<S: Simd16, W: Elem, const H: usize>(
         for h in 0..H {
             let mut acc = 0.0f32;
             for d in 0..hd {
-                acc = (*q.add(h * hd + d)).mul_add((*keys.add(d * bs + j)).to_f32(), acc);
+                acc = (*q.add(h * hd + d)).mul_add(*keys.add(d * bs + j), acc);
             }
             *out.add(h * stride + j) = acc * scale;
         }
     }
 }
 
-/// `out = out * correction + sum_i probs[i] * value_i` for a head of `16 * C` dimensions,
-/// the output held in registers for the whole block. The same operations in the same order
-/// as `scale_add` key by key (multiplying by 1.0 is exact), so either gives the same bits.
+/// For `H` consecutive heads of `16 * C` dimensions: `out = out * correction + sum_i
+/// probs[i] * value_i`, the outputs held in registers for the whole block and each value
+/// load shared by the heads. Per head the same operations in the same order as `scale_add`
+/// key by key (multiplying by 1.0 is exact), so either gives the same bits.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn add_values<S: Simd16, W: Elem, const C: usize>(
+unsafe fn add_values<S: Simd16, const H: usize, const C: usize>(
     out: *mut f32,
-    correction: f32,
-    probs: &[f32],
-    values: *const W,
-    stride: usize,
+    correction: *const f32,
+    probs: *const f32,
+    probs_stride: usize,
+    n: usize,
+    values: *const f32,
+    value_stride: usize,
+    hd: usize,
 ) {
-    let corr = S::splat(correction);
-    let mut acc: [S; C] = std::array::from_fn(|c| S::mul(S::load(out.add(c * LANES)), corr));
-    for (i, &p) in probs.iter().enumerate() {
-        let (pv, row) = (S::splat(p), values.add(i * stride));
+    // Plain loops, not closures: a closure is compiled without the path's target features.
+    let mut acc = [[S::zero(); C]; H];
+    for (h, acc) in acc.iter_mut().enumerate() {
+        let corr = S::splat(*correction.add(h));
         for (c, a) in acc.iter_mut().enumerate() {
-            *a = S::fma(W::load::<S>(row.add(c * LANES)), pv, *a);
+            *a = S::mul(S::load(out.add(h * hd + c * LANES)), corr);
         }
     }
-    for (c, a) in acc.iter().enumerate() {
-        a.store(out.add(c * LANES));
+    let mut vs = [S::zero(); C];
+    for i in 0..n {
+        let row = values.add(i * value_stride);
+        for (c, v) in vs.iter_mut().enumerate() {
+            *v = S::load(row.add(c * LANES));
+        }
+        for (h, acc) in acc.iter_mut().enumerate() {
+            let pv = S::splat(*probs.add(h * probs_stride + i));
+            for (a, v) in acc.iter_mut().zip(&vs) {
+                *a = S::fma(*v, pv, *a);
+            }
+        }
+    }
+    for (h, acc) in acc.iter().enumerate() {
+        for (c, a) in acc.iter().enumerate() {
+            a.store(out.add(h * hd + c * LANES));
+        }
     }
 }
 
@@ -288,13 +401,14 @@ mod tests {
     /// Runs 10 tokens of one sequence (scattered blocks, 2 query heads per KV head) on every
     /// path: each within `tol` of plain softmax attention on the stored K/V, and all paths
     /// bitwise equal.
-    fn check(head_dim: usize, block_size: usize, dtype: WeightDtype, tol: f32) {
+    fn check(head_dim: usize, block_size: usize, window: Option<usize>, dtype: WeightDtype) {
+        let tol = 1e-5;
         let dims = AttentionDims {
             num_heads: 4,
             num_kv_heads: 2,
             head_dim,
             block_size,
-            sliding_window: None,
+            sliding_window: window,
         };
         let width = 2 * head_dim;
         let layout = KvLayout {
@@ -328,8 +442,9 @@ mod tests {
                     m.row_to_f32(0, &mut out);
                     out
                 };
-                let ks: Vec<Vec<f32>> = (0..=t).map(|p| row(&k_new, p)).collect();
-                let vs: Vec<Vec<f32>> = (0..=t).map(|p| row(&v_new, p)).collect();
+                let from = window.map_or(0, |w| (t + 1).saturating_sub(w));
+                let ks: Vec<Vec<f32>> = (from..=t).map(|p| row(&k_new, p)).collect();
+                let vs: Vec<Vec<f32>> = (from..=t).map(|p| row(&v_new, p)).collect();
                 let at = (t * 4 + h) * head_dim;
                 let want = reference(&q[at..at + head_dim], &ks, &vs);
                 for d in 0..head_dim {
@@ -356,7 +471,13 @@ mod tests {
     fn matches_softmax_attention_with_gqa_and_scattered_blocks() {
         for (head_dim, block_size) in [(8, 4), (16, 16), (24, 16), (64, 32), (64, 20), (128, 16)] {
             for dtype in [WeightDtype::F32, WeightDtype::F16, WeightDtype::BF16] {
-                check(head_dim, block_size, dtype, 1e-5);
+                check(head_dim, block_size, None, dtype);
+            }
+        }
+        // A window starting inside a block: the first keys of a block are skipped.
+        for window in [5, 21, 40] {
+            for dtype in [WeightDtype::F32, WeightDtype::F16] {
+                check(64, 16, Some(window), dtype);
             }
         }
     }

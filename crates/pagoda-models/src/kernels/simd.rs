@@ -68,6 +68,8 @@ pub unsafe fn exp<S: Simd16>(x: S) -> S {
 
 /// An element the kernels widen to f32: weights and KV-cache entries.
 pub trait Elem: Copy + Send + Sync + 'static {
+    /// Already f32: kernels may read it in place instead of widening a copy.
+    const IS_F32: bool = false;
     fn to_f32(self) -> f32;
     fn from_f32(v: f32) -> Self;
     /// # Safety
@@ -76,6 +78,7 @@ pub trait Elem: Copy + Send + Sync + 'static {
 }
 
 impl Elem for f32 {
+    const IS_F32: bool = true;
     #[inline(always)]
     fn to_f32(self) -> f32 {
         self
