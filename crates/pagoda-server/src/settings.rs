@@ -468,6 +468,44 @@ mod tests {
     }
 
     #[test]
+    fn kv_cache_dtype_comes_from_the_flag_or_the_file_and_is_checked() {
+        let path = write_config("kv", "model = \"/m\"\nkv_cache_dtype = \"bfloat16\"\n");
+        let from_file = Settings::resolve(ServeArgs {
+            config: Some(path.clone()),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        let from_flag = Settings::resolve(ServeArgs {
+            config: Some(path.clone()),
+            kv_cache_dtype: Some("float16".into()),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        std::fs::remove_file(path).ok();
+        assert_eq!(
+            from_file.engine.kv_cache_dtype,
+            KvCacheDtype::Fixed(WeightDtype::BF16)
+        );
+        assert_eq!(
+            from_flag.engine.kv_cache_dtype,
+            KvCacheDtype::Fixed(WeightDtype::F16)
+        );
+        let default = Settings::resolve(ServeArgs {
+            model: Some("/m".into()),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        assert_eq!(default.engine.kv_cache_dtype, KvCacheDtype::Auto);
+        let err = Settings::resolve(ServeArgs {
+            model: Some("/m".into()),
+            kv_cache_dtype: Some("fp8".into()),
+            ..ServeArgs::default()
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("fp8"), "{err}");
+    }
+
+    #[test]
     fn guardrails_come_from_the_file_or_flags_and_the_audit_log_needs_them() {
         let path = write_config(
             "guard",

@@ -74,6 +74,11 @@ fn init_logging() {
 
 fn main() {
     let cli = Cli::parse();
+    // A bad PAGODA_KERNELS is an error, not a silent fallback to another kernel path.
+    if let Err(message) = pagoda_models::kernels::check_env() {
+        eprintln!("error: {message}");
+        std::process::exit(1);
+    }
     let result = match cli.command {
         Command::Serve(args) => {
             init_logging();

@@ -159,3 +159,43 @@ fn a_kv_budget_too_small_for_one_sequence_is_refused() {
         &["KV cache", "--kv-cache-memory"],
     );
 }
+
+#[test]
+fn a_bad_kernel_path_is_one_error_line() {
+    let out = Command::new(env!("CARGO_BIN_EXE_pagoda"))
+        .env("PAGODA_KERNELS", "sse9")
+        .args(["generate", "--model"])
+        .arg(fixture("tiny-llama"))
+        .args(["--prompt", "x", "--max-tokens", "1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_clean_failure(
+        (out.status.success(), String::new(), stderr),
+        &["PAGODA_KERNELS=sse9", "scalar, avx2, avx512"],
+    );
+}
+
+/// Every kernel path this CPU has, forced through the environment, generates the same tokens.
+#[test]
+fn every_kernel_path_generates_the_same_tokens() {
+    let run = |isa: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_pagoda"))
+            .env("PAGODA_KERNELS", isa)
+            .args(["generate", "--model"])
+            .arg(fixture("tiny-qwen2"))
+            .args(["--prompt", "The old pagoda stood", "--max-tokens", "12"])
+            .args(["--temperature", "0", "--json"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{isa}: {stderr}");
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        json["token_ids"].clone()
+    };
+    let want = run("scalar");
+    assert_eq!(want.as_array().map(Vec::len), Some(12));
+    for isa in pagoda_models::Isa::supported() {
+        assert_eq!(run(isa.name()), want, "{isa}");
+    }
+}

@@ -49,7 +49,7 @@ pub fn run(args: BenchForwardArgs) -> anyhow::Result<()> {
         args.batch.iter().all(|&b| b > 0),
         "batch sizes must be positive"
     );
-    let isa = pagoda_models::kernels::check_env().map_err(anyhow::Error::msg)?;
+    let isa = pagoda_models::kernels::isa();
     let load = args.model.load_options();
     let dir =
         pagoda_runtime::resolve_model(&args.model.model, load.format == LoadFormat::Safetensors)?;
