@@ -6,6 +6,8 @@
 # usage: scripts/bench_vs_llamacpp.sh [ROUNDS] [THREADS...]
 #   PEER_DIR   where scripts/peer_llamacpp.sh put llama.cpp and the model (default /work/peer)
 #   PROMPT_LEN / GEN   prompt tokens and generated tokens (default 512 / 64)
+#   LLAMA_BENCH   the llama-bench binary (default PEER_DIR/bin/llama-bench), e.g. an AVX2-only
+#                 build to compare with PAGODA_KERNELS=avx2
 # Pagoda decodes after its prompt, so llama.cpp's decode runs at the same depth
 # (`llama-bench -d PROMPT_LEN`), and its prefill as a separate run.
 set -euo pipefail
@@ -19,6 +21,7 @@ GEN=${GEN:-64}
 MODEL_DIR=$PEER_DIR/qwen2.5-0.5b-dummy-f16
 GGUF=$PEER_DIR/qwen2.5-0.5b-dummy-f16.gguf
 PAGODA=$ROOT/target/release/pagoda
+LLAMA_BENCH=${LLAMA_BENCH:-$PEER_DIR/bin/llama-bench}
 (cd "$ROOT" && cargo build --release -p pagoda --quiet)
 
 samples=$(mktemp)
@@ -29,9 +32,9 @@ for t in $THREADS; do
       --prompt-len "$PROMPT_LEN" --gen "$GEN" --max-batched-tokens "$PROMPT_LEN" --json 2>/dev/null |
       python3 -c "import json,sys; d=json.loads(sys.stdin.read()); print('pagoda', $t, $r, '$load', d['prefill_tokens_per_s'], d['decode_tokens_per_s'])" >>"$samples"
     load=$(cut -d' ' -f1 /proc/loadavg)
-    pp=$("$PEER_DIR/bin/llama-bench" -m "$GGUF" -t "$t" -p "$PROMPT_LEN" -n 0 -r 1 -o json 2>/dev/null |
+    pp=$("$LLAMA_BENCH" -m "$GGUF" -t "$t" -p "$PROMPT_LEN" -n 0 -r 1 -o json 2>/dev/null |
       python3 -c "import json,sys; print(json.load(sys.stdin)[0]['avg_ts'])")
-    tg=$("$PEER_DIR/bin/llama-bench" -m "$GGUF" -t "$t" -p 0 -n "$GEN" -d "$PROMPT_LEN" -r 1 -o json 2>/dev/null |
+    tg=$("$LLAMA_BENCH" -m "$GGUF" -t "$t" -p 0 -n "$GEN" -d "$PROMPT_LEN" -r 1 -o json 2>/dev/null |
       python3 -c "import json,sys; print(json.load(sys.stdin)[0]['avg_ts'])")
     echo "llama.cpp $t $r $load $pp $tg" >>"$samples"
   done
