@@ -55,13 +55,19 @@ pub struct Matrix {
     pub data: MatrixData,
 }
 
-impl Matrix {
+impl MatrixData {
     pub fn dtype(&self) -> WeightDtype {
-        match self.data {
+        match self {
             MatrixData::F32(_) => WeightDtype::F32,
             MatrixData::F16(_) => WeightDtype::F16,
             MatrixData::BF16(_) => WeightDtype::BF16,
         }
+    }
+}
+
+impl Matrix {
+    pub fn dtype(&self) -> WeightDtype {
+        self.data.dtype()
     }
 
     pub fn size_in_bytes(&self) -> usize {

@@ -4,33 +4,25 @@
 //! `k` in order, whatever the vector width, tile or batch: batch invariant and the same on
 //! every kernel path. Rows past the last multiple of 16 are zero padding.
 
-use half::{bf16, f16};
-
 use crate::kernels::Elem;
 use crate::matrix::{Matrix, MatrixData, WeightDtype};
 
 pub const PANEL: usize = 16;
 
 #[derive(Debug, Clone)]
-pub enum PackedData {
-    F32(Vec<f32>),
-    F16(Vec<f16>),
-    BF16(Vec<bf16>),
-}
-
-#[derive(Debug, Clone)]
 pub struct PackedMatrix {
     pub rows: usize,
     pub cols: usize,
-    pub data: PackedData,
+    /// The values in panel order (the same dtypes as a row-major `Matrix`).
+    pub data: MatrixData,
 }
 
 impl PackedMatrix {
     pub fn pack(m: &Matrix) -> PackedMatrix {
         let data = match &m.data {
-            MatrixData::F32(v) => PackedData::F32(pack_rows(v, m.rows, m.cols)),
-            MatrixData::F16(v) => PackedData::F16(pack_rows(v, m.rows, m.cols)),
-            MatrixData::BF16(v) => PackedData::BF16(pack_rows(v, m.rows, m.cols)),
+            MatrixData::F32(v) => MatrixData::F32(pack_rows(v, m.rows, m.cols)),
+            MatrixData::F16(v) => MatrixData::F16(pack_rows(v, m.rows, m.cols)),
+            MatrixData::BF16(v) => MatrixData::BF16(pack_rows(v, m.rows, m.cols)),
         };
         PackedMatrix {
             rows: m.rows,
@@ -44,11 +36,7 @@ impl PackedMatrix {
     }
 
     pub fn dtype(&self) -> WeightDtype {
-        match self.data {
-            PackedData::F32(_) => WeightDtype::F32,
-            PackedData::F16(_) => WeightDtype::F16,
-            PackedData::BF16(_) => WeightDtype::BF16,
-        }
+        self.data.dtype()
     }
 
     /// Bytes held, padding included.
@@ -63,18 +51,18 @@ impl PackedMatrix {
             "packed row lookup"
         );
         match &self.data {
-            PackedData::F32(v) => gather_row(v, self.cols, row, out),
-            PackedData::F16(v) => gather_row(v, self.cols, row, out),
-            PackedData::BF16(v) => gather_row(v, self.cols, row, out),
+            MatrixData::F32(v) => gather_row(v, self.cols, row, out),
+            MatrixData::F16(v) => gather_row(v, self.cols, row, out),
+            MatrixData::BF16(v) => gather_row(v, self.cols, row, out),
         }
     }
 
     /// Back to row-major (only for stacking matrices whose rows are not panel-aligned).
     pub fn unpack(&self) -> Matrix {
         let data = match &self.data {
-            PackedData::F32(v) => MatrixData::F32(unpack_rows(v, self.rows, self.cols)),
-            PackedData::F16(v) => MatrixData::F16(unpack_rows(v, self.rows, self.cols)),
-            PackedData::BF16(v) => MatrixData::BF16(unpack_rows(v, self.rows, self.cols)),
+            MatrixData::F32(v) => MatrixData::F32(unpack_rows(v, self.rows, self.cols)),
+            MatrixData::F16(v) => MatrixData::F16(unpack_rows(v, self.rows, self.cols)),
+            MatrixData::BF16(v) => MatrixData::BF16(unpack_rows(v, self.rows, self.cols)),
         };
         Matrix {
             rows: self.rows,
@@ -100,11 +88,11 @@ impl PackedMatrix {
         let rows = parts.iter().map(|p| p.rows).sum();
         macro_rules! stack {
             ($variant:ident) => {
-                PackedData::$variant(
+                MatrixData::$variant(
                     parts
                         .iter()
                         .flat_map(|p| match &p.data {
-                            PackedData::$variant(v) => v.iter().copied(),
+                            MatrixData::$variant(v) => v.iter().copied(),
                             _ => unreachable!("dtypes checked above"),
                         })
                         .collect(),
@@ -112,9 +100,9 @@ impl PackedMatrix {
             };
         }
         let data = match parts[0].data {
-            PackedData::F32(_) => stack!(F32),
-            PackedData::F16(_) => stack!(F16),
-            PackedData::BF16(_) => stack!(BF16),
+            MatrixData::F32(_) => stack!(F32),
+            MatrixData::F16(_) => stack!(F16),
+            MatrixData::BF16(_) => stack!(BF16),
         };
         PackedMatrix { rows, cols, data }
     }

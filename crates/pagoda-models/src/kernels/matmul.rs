@@ -11,7 +11,8 @@ use rayon::prelude::*;
 
 use super::isa::{isa, Isa};
 use super::simd::{multiversion, Elem, Simd16, LANES};
-use crate::packed::{PackedData, PackedMatrix, PANEL};
+use crate::matrix::MatrixData;
+use crate::packed::{PackedMatrix, PANEL};
 
 /// Batches up to this many tokens use the decode tiles (many panels, few tokens).
 const DECODE_TOKENS: usize = 3;
@@ -48,9 +49,9 @@ pub fn matmul_with(isa: Isa, w: &PackedMatrix, x: &[f32], n: usize, out: &mut [f
         n,
     };
     match &w.data {
-        PackedData::F32(v) => run(isa, v, g, x, out),
-        PackedData::F16(v) => run(isa, v, g, x, out),
-        PackedData::BF16(v) => run(isa, v, g, x, out),
+        MatrixData::F32(v) => run(isa, v, g, x, out),
+        MatrixData::F16(v) => run(isa, v, g, x, out),
+        MatrixData::BF16(v) => run(isa, v, g, x, out),
     }
 }
 

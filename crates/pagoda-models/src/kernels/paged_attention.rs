@@ -56,24 +56,58 @@ pub fn paged_attention_with(
         "attention dims differ from the cache layout"
     );
     match (&kv.k, &kv.v) {
-        (KvData::F32(k), KvData::F32(v)) => run(isa, k, v, l, q, batch, dims, out),
-        (KvData::F16(k), KvData::F16(v)) => run(isa, k, v, l, q, batch, dims, out),
-        (KvData::BF16(k), KvData::BF16(v)) => run(isa, k, v, l, q, batch, dims, out),
+        (KvData::F32(k), KvData::F32(v)) => run(
+            isa,
+            Call {
+                k,
+                v,
+                layout: l,
+                batch,
+                dims,
+            },
+            q,
+            out,
+        ),
+        (KvData::F16(k), KvData::F16(v)) => run(
+            isa,
+            Call {
+                k,
+                v,
+                layout: l,
+                batch,
+                dims,
+            },
+            q,
+            out,
+        ),
+        (KvData::BF16(k), KvData::BF16(v)) => run(
+            isa,
+            Call {
+                k,
+                v,
+                layout: l,
+                batch,
+                dims,
+            },
+            q,
+            out,
+        ),
         _ => unreachable!("K and V are allocated with one dtype"),
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run<W: Elem>(
-    isa: Isa,
-    k: &[W],
-    v: &[W],
+/// What every task of one call shares: the layer's cache and the batch.
+#[derive(Clone, Copy)]
+struct Call<'a, W> {
+    k: &'a [W],
+    v: &'a [W],
     layout: KvLayout,
-    q: &[f32],
-    batch: &ForwardBatch,
+    batch: &'a ForwardBatch,
     dims: AttentionDims,
-    out: &mut [f32],
-) {
+}
+
+fn run<W: Elem>(isa: Isa, call: Call<'_, W>, q: &[f32], out: &mut [f32]) {
+    let dims = call.dims;
     // The query heads of one KV head are consecutive, so a group's rows are one chunk.
     let group_len = dims.num_heads / dims.num_kv_heads * dims.head_dim;
     out.par_chunks_mut(group_len)
@@ -82,35 +116,33 @@ fn run<W: Elem>(
         .for_each(|(task, (o, q))| {
             let token = task / dims.num_kv_heads;
             let kv_head = task % dims.num_kv_heads;
-            attend_group(isa, k, v, layout, batch, dims, token, kv_head, q, o);
+            attend_group(isa, call, token, kv_head, q, o);
         });
 }
 
 multiversion!(fn attend_group<W: Elem>(
-    k: &[W],
-    v: &[W],
-    layout: KvLayout,
-    batch: &ForwardBatch,
-    dims: AttentionDims,
+    call: Call<'_, W>,
     token: usize,
     kv_head: usize,
     q: &[f32],
     out: &mut [f32],
 ) = attend);
 
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn attend<S: Simd16, W: Elem>(
-    k: &[W],
-    v: &[W],
-    layout: KvLayout,
-    batch: &ForwardBatch,
-    dims: AttentionDims,
+    call: Call<'_, W>,
     token: usize,
     kv_head: usize,
     q: &[f32],
     out: &mut [f32],
 ) {
+    let Call {
+        k,
+        v,
+        layout,
+        batch,
+        dims,
+    } = call;
     let hd = dims.head_dim;
     let bs = dims.block_size;
     let heads = q.len() / hd;
