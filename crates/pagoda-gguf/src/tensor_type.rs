@@ -1,0 +1,103 @@
+//! ggml tensor types: their ids in the file and their block geometry.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TensorType {
+    F32,
+    F16,
+    BF16,
+    Q4_0,
+    Q8_0,
+    Q4K,
+    Q5K,
+    Q6K,
+    /// A type Pagoda does not run (kept so the error can name it).
+    Other(u32),
+}
+
+impl TensorType {
+    pub fn from_id(id: u32) -> TensorType {
+        match id {
+            0 => TensorType::F32,
+            1 => TensorType::F16,
+            2 => TensorType::Q4_0,
+            8 => TensorType::Q8_0,
+            12 => TensorType::Q4K,
+            13 => TensorType::Q5K,
+            14 => TensorType::Q6K,
+            30 => TensorType::BF16,
+            other => TensorType::Other(other),
+        }
+    }
+
+    /// ggml's name for the type (what llama.cpp prints).
+    pub fn name(self) -> String {
+        let known = match self {
+            TensorType::F32 => "F32",
+            TensorType::F16 => "F16",
+            TensorType::BF16 => "BF16",
+            TensorType::Q4_0 => "Q4_0",
+            TensorType::Q8_0 => "Q8_0",
+            TensorType::Q4K => "Q4_K",
+            TensorType::Q5K => "Q5_K",
+            TensorType::Q6K => "Q6_K",
+            TensorType::Other(id) => return other_name(id),
+        };
+        known.to_string()
+    }
+
+    /// `(values per block, bytes per block)`; `None` for types Pagoda does not know.
+    pub fn block(self) -> Option<(usize, usize)> {
+        match self {
+            TensorType::F32 => Some((1, 4)),
+            TensorType::F16 | TensorType::BF16 => Some((1, 2)),
+            TensorType::Q4_0 => Some((32, 18)),
+            TensorType::Q8_0 => Some((32, 34)),
+            TensorType::Q4K => Some((256, 144)),
+            TensorType::Q5K => Some((256, 176)),
+            TensorType::Q6K => Some((256, 210)),
+            TensorType::Other(_) => None,
+        }
+    }
+
+    pub fn is_quantized(self) -> bool {
+        !matches!(self, TensorType::F32 | TensorType::F16 | TensorType::BF16)
+    }
+}
+
+impl std::fmt::Display for TensorType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+/// Names of the ggml types Pagoda does not run, so an error can say what the file holds.
+fn other_name(id: u32) -> String {
+    let name = match id {
+        3 => "Q4_1",
+        6 => "Q5_0",
+        7 => "Q5_1",
+        9 => "Q8_1",
+        10 => "Q2_K",
+        11 => "Q3_K",
+        15 => "Q8_K",
+        16 => "IQ2_XXS",
+        17 => "IQ2_XS",
+        18 => "IQ3_XXS",
+        19 => "IQ1_S",
+        20 => "IQ4_NL",
+        21 => "IQ3_S",
+        22 => "IQ2_S",
+        23 => "IQ4_XS",
+        24 => "I8",
+        25 => "I16",
+        26 => "I32",
+        27 => "I64",
+        28 => "F64",
+        29 => "IQ1_M",
+        34 => "TQ1_0",
+        35 => "TQ2_0",
+        39 => "MXFP4",
+        _ => return format!("ggml type {id}"),
+    };
+    name.to_string()
+}
