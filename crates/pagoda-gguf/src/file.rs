@@ -120,7 +120,9 @@ impl GgufFile {
             let name = r.string().map_err(malformed)?;
             let n_dims = r.u32().map_err(malformed)?;
             if n_dims == 0 || n_dims > MAX_DIMS {
-                return Err(malformed(format!("tensor `{name}` has {n_dims} dimensions")));
+                return Err(malformed(format!(
+                    "tensor `{name}` has {n_dims} dimensions"
+                )));
             }
             let dims = (0..n_dims)
                 .map(|_| r.u64())
@@ -208,7 +210,8 @@ impl GgufFile {
 
     /// The tensor's bytes in the map (`None` for types of unknown size).
     pub fn tensor_bytes(&self, info: &TensorInfo) -> Option<&[u8]> {
-        info.size.map(|size| &self.map[info.offset..info.offset + size])
+        info.size
+            .map(|size| &self.map[info.offset..info.offset + size])
     }
 
     /// The shared map, for weights that keep pointing into it.

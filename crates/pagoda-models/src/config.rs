@@ -59,39 +59,39 @@ impl TokenIds {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-struct RopeParameters {
+pub(crate) struct RopeParameters {
     rope_theta: Option<f64>,
     #[serde(flatten)]
     scaling: RopeScalingConfig,
 }
 
 #[derive(Debug, Clone, Deserialize)]
-struct RawConfig {
-    architectures: Option<Vec<String>>,
-    hidden_size: Option<usize>,
-    intermediate_size: Option<usize>,
-    num_hidden_layers: Option<usize>,
-    num_attention_heads: Option<usize>,
-    num_key_value_heads: Option<usize>,
-    head_dim: Option<usize>,
-    vocab_size: Option<usize>,
-    max_position_embeddings: Option<usize>,
-    rms_norm_eps: Option<f64>,
-    rope_theta: Option<f64>,
-    rope_scaling: Option<RopeScalingConfig>,
+pub(crate) struct RawConfig {
+    pub(crate) architectures: Option<Vec<String>>,
+    pub(crate) hidden_size: Option<usize>,
+    pub(crate) intermediate_size: Option<usize>,
+    pub(crate) num_hidden_layers: Option<usize>,
+    pub(crate) num_attention_heads: Option<usize>,
+    pub(crate) num_key_value_heads: Option<usize>,
+    pub(crate) head_dim: Option<usize>,
+    pub(crate) vocab_size: Option<usize>,
+    pub(crate) max_position_embeddings: Option<usize>,
+    pub(crate) rms_norm_eps: Option<f64>,
+    pub(crate) rope_theta: Option<f64>,
+    pub(crate) rope_scaling: Option<RopeScalingConfig>,
     /// transformers 5 writes `rope_theta` and the scaling here instead.
-    rope_parameters: Option<RopeParameters>,
+    pub(crate) rope_parameters: Option<RopeParameters>,
     #[serde(default)]
-    tie_word_embeddings: bool,
-    hidden_act: Option<String>,
-    attention_bias: Option<bool>,
-    sliding_window: Option<usize>,
-    use_sliding_window: Option<bool>,
-    torch_dtype: Option<String>,
+    pub(crate) tie_word_embeddings: bool,
+    pub(crate) hidden_act: Option<String>,
+    pub(crate) attention_bias: Option<bool>,
+    pub(crate) sliding_window: Option<usize>,
+    pub(crate) use_sliding_window: Option<bool>,
+    pub(crate) torch_dtype: Option<String>,
     /// transformers 5's name for `torch_dtype`; files may carry both.
-    dtype: Option<String>,
-    bos_token_id: Option<TokenIds>,
-    eos_token_id: Option<TokenIds>,
+    pub(crate) dtype: Option<String>,
+    pub(crate) bos_token_id: Option<TokenIds>,
+    pub(crate) eos_token_id: Option<TokenIds>,
 }
 
 /// How rotary frequencies are adjusted for long contexts.
@@ -107,6 +107,8 @@ pub enum RopeScaling {
         high_freq_factor: f64,
         original_max_position_embeddings: usize,
     },
+    /// One divisor per frequency (GGUF files of Llama 3.x carry them as `rope_freqs`).
+    Factors(Vec<f32>),
 }
 
 /// A validated model configuration.
@@ -162,7 +164,7 @@ impl ModelConfig {
         Self::from_raw(raw)
     }
 
-    fn from_raw(raw: RawConfig) -> Result<Self> {
+    pub(crate) fn from_raw(raw: RawConfig) -> Result<Self> {
         let arch_name = raw
             .architectures
             .as_ref()

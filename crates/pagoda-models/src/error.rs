@@ -47,6 +47,14 @@ pub enum ModelError {
         needed_tokens: usize,
         needed_blocks: usize,
     },
+    #[error(transparent)]
+    Gguf(#[from] pagoda_gguf::GgufError),
+    #[error("unsupported GGUF architecture {0:?}: Pagoda runs llama (and Mistral, stored as llama), qwen2 and qwen3")]
+    UnsupportedGgufArchitecture(String),
+    #[error("tensor `{name}` has type {tensor_type}, which Pagoda cannot run (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K are supported)")]
+    UnsupportedTensorType { name: String, tensor_type: String },
+    #[error("GGUF tensor `{name}` is malformed: {reason}")]
+    BadGgufTensor { name: String, reason: String },
     #[error("invalid forward batch: {0}")]
     InvalidBatch(String),
     #[error("kernel path {0} is not supported by this CPU")]

@@ -7,6 +7,7 @@ pub mod batch;
 pub mod config;
 pub mod error;
 pub mod generation_config;
+pub mod gguf;
 pub mod kernels;
 pub mod kv_cache;
 pub mod layers;
@@ -14,7 +15,9 @@ pub mod loader;
 pub mod matrix;
 pub mod model;
 pub mod packed;
+pub mod quant;
 pub mod runner;
+pub mod weight_matrix;
 pub mod weights;
 
 pub use batch::{ForwardBatch, LogitsWanted};

@@ -1,9 +1,13 @@
 //! From a model directory to a loaded `CausalLm`.
 
 use std::path::Path;
+use std::sync::Arc;
+
+use pagoda_gguf::GgufFile;
 
 use crate::config::ModelConfig;
 use crate::error::{ModelError, Result};
+use crate::gguf::{config_from_gguf, GgufWeights};
 use crate::matrix::WeightDtype;
 use crate::model::CausalLm;
 use crate::weights::{DummyWeights, SafetensorsWeights};
@@ -27,7 +31,16 @@ pub struct LoadOptions {
     pub seed: u64,
 }
 
+/// Whether `path` is a GGUF file rather than a model directory.
+pub fn is_gguf(path: &Path) -> bool {
+    GgufFile::is_gguf(path)
+}
+
+/// The config of a model directory (`config.json`) or of a GGUF file (its metadata).
 pub fn load_config(dir: &Path) -> Result<ModelConfig> {
+    if is_gguf(dir) {
+        return config_from_gguf(&GgufFile::open(dir)?);
+    }
     if !dir.is_dir() {
         return Err(ModelError::io(
             dir,
@@ -39,6 +52,9 @@ pub fn load_config(dir: &Path) -> Result<ModelConfig> {
 
 /// Loads the model in `dir` and returns it with the dtype its weights are held in.
 pub fn load_model(dir: &Path, options: &LoadOptions) -> Result<(CausalLm, WeightDtype)> {
+    if is_gguf(dir) && options.format == LoadFormat::Safetensors {
+        return load_gguf(dir, options);
+    }
     let config = load_config(dir)?;
     match options.format {
         LoadFormat::Safetensors => {
@@ -54,4 +70,20 @@ pub fn load_model(dir: &Path, options: &LoadOptions) -> Result<(CausalLm, Weight
             Ok((CausalLm::load(&config, &weights)?, dtype))
         }
     }
+}
+
+/// A GGUF file's weights stay in their stored types (quantized ones in the file's map).
+fn load_gguf(path: &Path, options: &LoadOptions) -> Result<(CausalLm, WeightDtype)> {
+    if let Some(dtype) = options.dtype {
+        return Err(ModelError::field(
+            "dtype",
+            format!(
+                "{dtype} cannot be applied to a GGUF file, whose tensors keep their stored types"
+            ),
+        ));
+    }
+    let file = Arc::new(GgufFile::open(path)?);
+    let config = config_from_gguf(&file)?;
+    let weights = GgufWeights::new(file, &config);
+    Ok((CausalLm::load(&config, &weights)?, weights.dtype()))
 }

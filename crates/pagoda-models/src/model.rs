@@ -6,10 +6,10 @@ use crate::arch;
 use crate::batch::ForwardBatch;
 use crate::config::ModelConfig;
 use crate::error::Result;
-use crate::kernels::{matmul_with, Isa};
+use crate::kernels::Isa;
 use crate::kv_cache::PagedKvCache;
 use crate::layers::{GatedMlp, RmsNorm, Rotary, SelfAttention};
-use crate::packed::PackedMatrix;
+use crate::weight_matrix::WeightMatrix;
 use crate::weights::WeightSource;
 
 #[derive(Debug, Clone)]
@@ -23,11 +23,11 @@ struct DecoderLayer {
 #[derive(Debug, Clone)]
 pub struct CausalLm {
     pub config: ModelConfig,
-    embed_tokens: Arc<PackedMatrix>,
+    embed_tokens: Arc<WeightMatrix>,
     layers: Vec<DecoderLayer>,
     norm: RmsNorm,
     /// The same matrix as `embed_tokens` when embeddings are tied.
-    lm_head: Arc<PackedMatrix>,
+    lm_head: Arc<WeightMatrix>,
     rotary: Rotary,
 }
 
@@ -36,11 +36,8 @@ impl CausalLm {
         let spec = arch::spec(config.architecture);
         let (h, eps) = (config.hidden_size, config.rms_norm_eps);
         // Packed even though it is looked up by row: tied, it is also the output head.
-        let embed_tokens = Arc::new(PackedMatrix::pack(&src.matrix(
-            "model.embed_tokens.weight",
-            config.vocab_size,
-            h,
-        )?));
+        let embed_tokens =
+            Arc::new(src.weight("model.embed_tokens.weight", config.vocab_size, h)?);
         let layers = (0..config.num_layers)
             .map(|i| {
                 let p = format!("model.layers.{i}");
@@ -65,11 +62,7 @@ impl CausalLm {
         let lm_head = if config.tie_word_embeddings {
             embed_tokens.clone()
         } else {
-            Arc::new(PackedMatrix::pack(&src.matrix(
-                "lm_head.weight",
-                config.vocab_size,
-                h,
-            )?))
+            Arc::new(src.weight("lm_head.weight", config.vocab_size, h)?)
         };
         Ok(CausalLm {
             config: config.clone(),
@@ -124,7 +117,7 @@ impl CausalLm {
         }
         self.norm.forward_inplace(&mut last);
         let mut logits = vec![0.0f32; rows * self.config.vocab_size];
-        matmul_with(isa, &self.lm_head, &last, rows, &mut logits);
+        self.lm_head.matmul(isa, &last, rows, &mut logits);
         logits
     }
 }

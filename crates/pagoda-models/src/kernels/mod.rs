@@ -6,9 +6,11 @@ mod dot;
 mod isa;
 mod matmul;
 mod paged_attention;
+mod quant_matmul;
 pub(crate) mod simd;
 
 pub use isa::{check_env, isa, Isa, ENV_VAR};
 pub use matmul::{matmul, matmul_with};
 pub use paged_attention::{paged_attention, paged_attention_with, AttentionDims};
+pub use quant_matmul::quant_matmul_with;
 pub use simd::Elem;

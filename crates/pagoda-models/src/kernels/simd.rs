@@ -24,6 +24,11 @@ pub trait Simd16: Copy {
     unsafe fn fma(a: Self, b: Self, c: Self) -> Self;
     unsafe fn mul(a: Self, b: Self) -> Self;
     unsafe fn add(a: Self, b: Self) -> Self;
+    unsafe fn sub(a: Self, b: Self) -> Self;
+    /// 16 signed bytes as f32 (quantized weights).
+    unsafe fn load_i8(p: *const i8) -> Self;
+    /// `(byte >> shift) & mask` of 16 bytes, as f32: the bit fields of packed quants.
+    unsafe fn load_u8_bits(p: *const u8, shift: u32, mask: i32) -> Self;
     /// `a > b ? a : b` per lane (x86 `max` semantics, NaN included, on every path).
     unsafe fn max(a: Self, b: Self) -> Self;
     /// Rounds to the nearest integer, ties to even.
@@ -162,6 +167,20 @@ impl Simd16 for Scalar {
         Scalar(std::array::from_fn(|l| a.0[l] + b.0[l]))
     }
     #[inline(always)]
+    unsafe fn sub(a: Self, b: Self) -> Self {
+        Scalar(std::array::from_fn(|l| a.0[l] - b.0[l]))
+    }
+    #[inline(always)]
+    unsafe fn load_i8(p: *const i8) -> Self {
+        Scalar(std::array::from_fn(|l| *p.add(l) as f32))
+    }
+    #[inline(always)]
+    unsafe fn load_u8_bits(p: *const u8, shift: u32, mask: i32) -> Self {
+        Scalar(std::array::from_fn(|l| {
+            ((i32::from(*p.add(l)) >> shift) & mask) as f32
+        }))
+    }
+    #[inline(always)]
     unsafe fn max(a: Self, b: Self) -> Self {
         Scalar(std::array::from_fn(|l| {
             if a.0[l] > b.0[l] {
@@ -205,6 +224,12 @@ mod x86 {
         _mm512_mul_ps, _mm512_roundscale_ps, _mm512_set1_epi32, _mm512_set1_ps, _mm512_setzero_ps,
         _mm512_slli_epi32, _mm512_storeu_ps, _mm_loadu_si128, _MM_FROUND_NO_EXC,
         _MM_FROUND_TO_NEAREST_INT,
+    };
+    use std::arch::x86_64::{
+        _mm256_and_si256, _mm256_cvtepi32_ps, _mm256_cvtepi8_epi32, _mm256_cvtepu8_epi32,
+        _mm256_srl_epi32, _mm256_sub_ps, _mm512_and_si512, _mm512_cvtepi32_ps,
+        _mm512_cvtepi8_epi32, _mm512_cvtepu8_epi32, _mm512_srl_epi32, _mm512_sub_ps,
+        _mm_cvtsi32_si128, _mm_loadl_epi64,
     };
 
     /// Lanes 0-7 and 8-15 in two AVX2 registers.
@@ -256,6 +281,28 @@ mod x86 {
         #[inline(always)]
         unsafe fn add(a: Self, b: Self) -> Self {
             Avx2(_mm256_add_ps(a.0, b.0), _mm256_add_ps(a.1, b.1))
+        }
+        #[inline(always)]
+        unsafe fn sub(a: Self, b: Self) -> Self {
+            Avx2(_mm256_sub_ps(a.0, b.0), _mm256_sub_ps(a.1, b.1))
+        }
+        #[inline(always)]
+        unsafe fn load_i8(p: *const i8) -> Self {
+            // No closures here: they would be compiled without the path's features.
+            let lo = _mm256_cvtepi8_epi32(_mm_loadl_epi64(p as *const __m128i));
+            let hi = _mm256_cvtepi8_epi32(_mm_loadl_epi64(p.add(8) as *const __m128i));
+            Avx2(_mm256_cvtepi32_ps(lo), _mm256_cvtepi32_ps(hi))
+        }
+        #[inline(always)]
+        unsafe fn load_u8_bits(p: *const u8, shift: u32, mask: i32) -> Self {
+            let count = _mm_cvtsi32_si128(shift as i32);
+            let mask = _mm256_set1_epi32(mask);
+            let lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(p as *const __m128i));
+            let hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64(p.add(8) as *const __m128i));
+            Avx2(
+                _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srl_epi32(lo, count), mask)),
+                _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srl_epi32(hi, count), mask)),
+            )
         }
         #[inline(always)]
         unsafe fn max(a: Self, b: Self) -> Self {
@@ -321,6 +368,25 @@ mod x86 {
         #[inline(always)]
         unsafe fn add(a: Self, b: Self) -> Self {
             Avx512(_mm512_add_ps(a.0, b.0))
+        }
+        #[inline(always)]
+        unsafe fn sub(a: Self, b: Self) -> Self {
+            Avx512(_mm512_sub_ps(a.0, b.0))
+        }
+        #[inline(always)]
+        unsafe fn load_i8(p: *const i8) -> Self {
+            Avx512(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+                p as *const __m128i,
+            ))))
+        }
+        #[inline(always)]
+        unsafe fn load_u8_bits(p: *const u8, shift: u32, mask: i32) -> Self {
+            let wide = _mm512_cvtepu8_epi32(_mm_loadu_si128(p as *const __m128i));
+            let bits = _mm512_srl_epi32(wide, _mm_cvtsi32_si128(shift as i32));
+            Avx512(_mm512_cvtepi32_ps(_mm512_and_si512(
+                bits,
+                _mm512_set1_epi32(mask),
+            )))
         }
         #[inline(always)]
         unsafe fn max(a: Self, b: Self) -> Self {

@@ -1,13 +1,13 @@
 //! A linear layer `y = x Wᵀ + b` over the shared matmul kernel.
 
 use crate::error::Result;
-use crate::kernels::{matmul_with, Isa};
-use crate::packed::PackedMatrix;
+use crate::kernels::Isa;
+use crate::weight_matrix::WeightMatrix;
 use crate::weights::WeightSource;
 
 #[derive(Debug, Clone)]
 pub struct Linear {
-    pub weight: PackedMatrix,
+    pub weight: WeightMatrix,
     pub bias: Option<Vec<f32>>,
 }
 
@@ -21,11 +21,7 @@ impl Linear {
         bias: bool,
     ) -> Result<Self> {
         Ok(Linear {
-            weight: PackedMatrix::pack(&src.matrix(
-                &format!("{prefix}.weight"),
-                out_dim,
-                in_dim,
-            )?),
+            weight: src.weight(&format!("{prefix}.weight"), out_dim, in_dim)?,
             bias: if bias {
                 Some(src.vector(&format!("{prefix}.bias"), out_dim)?)
             } else {
@@ -51,21 +47,21 @@ impl Linear {
             );
             None
         };
-        let weights: Vec<PackedMatrix> = parts.into_iter().map(|p| p.weight).collect();
+        let weights: Vec<WeightMatrix> = parts.into_iter().map(|p| p.weight).collect();
         Linear {
-            weight: PackedMatrix::concat_rows(&weights),
+            weight: WeightMatrix::concat_rows(weights),
             bias,
         }
     }
 
     pub fn out_dim(&self) -> usize {
-        self.weight.rows
+        self.weight.rows()
     }
 
     /// `x` holds `n` rows of `in_dim`; returns `n` rows of `out_dim`.
     pub fn forward(&self, isa: Isa, x: &[f32], n: usize) -> Vec<f32> {
-        let mut out = vec![0.0; n * self.weight.rows];
-        matmul_with(isa, &self.weight, x, n, &mut out);
+        let mut out = vec![0.0; n * self.weight.rows()];
+        self.weight.matmul(isa, x, n, &mut out);
         if let Some(bias) = &self.bias {
             for row in out.chunks_exact_mut(bias.len()) {
                 for (o, b) in row.iter_mut().zip(bias) {

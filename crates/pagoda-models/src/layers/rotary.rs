@@ -65,6 +65,11 @@ impl RotaryTable {
 fn scale_frequencies(inv_freq: Vec<f32>, scaling: &RopeScaling) -> Vec<f32> {
     match *scaling {
         RopeScaling::None => inv_freq,
+        RopeScaling::Factors(ref divisors) => inv_freq
+            .into_iter()
+            .zip(divisors)
+            .map(|(f, d)| f / d)
+            .collect(),
         RopeScaling::Linear { factor } => inv_freq.into_iter().map(|f| f / factor as f32).collect(),
         RopeScaling::Llama3 {
             factor,

@@ -1,0 +1,207 @@
+//! The block layouts of GGUF tensor types, decoded 32 values at a time into two `Simd16`
+//! vectors. Each value is computed with the same f32 operations, in the same order, as the
+//! `gguf` package's reference dequantizers (`d * q`, `(d * sc) * q - dmin * m`), so the
+//! weights a kernel multiplies by are bitwise the weights that file decodes to, on every path.
+
+use half::{bf16, f16};
+
+use crate::kernels::simd::Simd16;
+
+/// One tensor type's layout. A row is `cols / VALUES` blocks of `BYTES` bytes.
+pub trait Format: Copy + Send + Sync + 'static {
+    const VALUES: usize;
+    const BYTES: usize;
+    /// Values `32 * chunk .. 32 * chunk + 32` of the row at `row`.
+    ///
+    /// # Safety
+    /// `row` points at a whole row of this format holding that chunk; `S`'s path is enabled.
+    unsafe fn decode32<S: Simd16>(row: *const u8, chunk: usize) -> (S, S);
+}
+
+#[inline(always)]
+unsafe fn f16_at(p: *const u8) -> f32 {
+    f16::from_le_bytes([*p, *p.add(1)]).to_f32()
+}
+
+#[derive(Clone, Copy)]
+pub struct F32Rows;
+#[derive(Clone, Copy)]
+pub struct F16Rows;
+#[derive(Clone, Copy)]
+pub struct Bf16Rows;
+#[derive(Clone, Copy)]
+pub struct Q8_0;
+#[derive(Clone, Copy)]
+pub struct Q4_0;
+#[derive(Clone, Copy)]
+pub struct Q4K;
+#[derive(Clone, Copy)]
+pub struct Q5K;
+#[derive(Clone, Copy)]
+pub struct Q6K;
+
+impl Format for F32Rows {
+    const VALUES: usize = 1;
+    const BYTES: usize = 4;
+    #[inline(always)]
+    unsafe fn decode32<S: Simd16>(row: *const u8, chunk: usize) -> (S, S) {
+        let p = (row as *const f32).add(32 * chunk);
+        (S::load(p), S::load(p.add(16)))
+    }
+}
+
+impl Format for F16Rows {
+    const VALUES: usize = 1;
+    const BYTES: usize = 2;
+    #[inline(always)]
+    unsafe fn decode32<S: Simd16>(row: *const u8, chunk: usize) -> (S, S) {
+        let p = (row as *const f16).add(32 * chunk);
+        (S::load_f16(p), S::load_f16(p.add(16)))
+    }
+}
+
+impl Format for Bf16Rows {
+    const VALUES: usize = 1;
+    const BYTES: usize = 2;
+    #[inline(always)]
+    unsafe fn decode32<S: Simd16>(row: *const u8, chunk: usize) -> (S, S) {
+        let p = (row as *const bf16).add(32 * chunk);
+        (S::load_bf16(p), S::load_bf16(p.add(16)))
+    }
+}
+
+/// `[d: f16][q: 32 x i8]`, value `q * d`.
+impl Format for Q8_0 {
+    const VALUES: usize = 32;
+    const BYTES: usize = 34;
+    #[inline(always)]
+    unsafe fn decode32<S: Simd16>(row: *const u8, chunk: usize) -> (S, S) {
+        let b = row.add(chunk * Self::BYTES);
+        let d = S::splat(f16_at(b));
+        let q = b.add(2) as *const i8;
+        (S::mul(S::load_i8(q), d), S::mul(S::load_i8(q.add(16)), d))
+    }
+}
+
+/// `[d: f16][16 bytes]`: value `i` is the low nibble of byte `i`, value `16 + i` its high
+/// nibble; value `d * (q - 8)`.
+impl Format for Q4_0 {
+    const VALUES: usize = 32;
+    const BYTES: usize = 18;
+    #[inline(always)]
+    unsafe fn decode32<S: Simd16>(row: *const u8, chunk: usize) -> (S, S) {
+        let b = row.add(chunk * Self::BYTES);
+        let d = S::splat(f16_at(b));
+        let eight = S::splat(8.0);
+        let lo = S::sub(S::load_u8_bits(b.add(2), 0, 15), eight);
+        let hi = S::sub(S::load_u8_bits(b.add(2), 4, 15), eight);
+        (S::mul(d, lo), S::mul(d, hi))
+    }
+}
+
+/// Scale and min of sub-block `j` from the 12 packed bytes of a Q4_K/Q5_K super-block:
+/// six bits each, the high two bits of sub-blocks 4-7 kept in the top of bytes 0-7.
+#[inline(always)]
+unsafe fn scale_min(scales: *const u8, j: usize) -> (f32, f32) {
+    let s = |i: usize| *scales.add(i);
+    let (sc, m) = if j < 4 {
+        (s(j) & 63, s(j + 4) & 63)
+    } else {
+        (
+            (s(j + 4) & 0x0F) | ((s(j - 4) >> 2) & 0x30),
+            (s(j + 4) >> 4) | ((s(j) >> 2) & 0x30),
+        )
+    };
+    (f32::from(sc), f32::from(m))
+}
+
+/// Super-blocks of 256: `[d: f16][dmin: f16][scales: 12][qs: 128]`, eight sub-blocks of 32;
+/// qs chunk `c` holds sub-block `2c` in its low nibbles and `2c + 1` in its high ones; value
+/// `(d * sc) * q - dmin * m`.
+impl Format for Q4K {
+    const VALUES: usize = 256;
+    const BYTES: usize = 144;
+    #[inline(always)]
+    unsafe fn decode32<S: Simd16>(row: *const u8, chunk: usize) -> (S, S) {
+        let (b, j) = (row.add((chunk / 8) * Self::BYTES), chunk % 8);
+        let (sc, m) = scale_min(b.add(4), j);
+        let scale = S::splat(f16_at(b) * sc);
+        let min = S::splat(f16_at(b.add(2)) * m);
+        let qs = b.add(16 + (j / 2) * 32);
+        let shift = 4 * (j as u32 % 2);
+        let lo = S::load_u8_bits(qs, shift, 15);
+        let hi = S::load_u8_bits(qs.add(16), shift, 15);
+        (
+            S::sub(S::mul(scale, lo), min),
+            S::sub(S::mul(scale, hi), min),
+        )
+    }
+}
+
+/// As Q4_K with a fifth bit: `[d][dmin][scales: 12][qh: 32][qs: 128]`, bit `j` of `qh[i]`
+/// is the high bit of value `i` of sub-block `j`.
+impl Format for Q5K {
+    const VALUES: usize = 256;
+    const BYTES: usize = 176;
+    #[inline(always)]
+    unsafe fn decode32<S: Simd16>(row: *const u8, chunk: usize) -> (S, S) {
+        let (b, j) = (row.add((chunk / 8) * Self::BYTES), chunk % 8);
+        let (sc, m) = scale_min(b.add(4), j);
+        let scale = S::splat(f16_at(b) * sc);
+        let min = S::splat(f16_at(b.add(2)) * m);
+        let (qh, qs) = (b.add(16), b.add(48 + (j / 2) * 32));
+        let shift = 4 * (j as u32 % 2);
+        let sixteen = S::splat(16.0);
+        // Small integers: the float sums are exact.
+        let lo = S::fma(
+            S::load_u8_bits(qh, j as u32, 1),
+            sixteen,
+            S::load_u8_bits(qs, shift, 15),
+        );
+        let hi = S::fma(
+            S::load_u8_bits(qh.add(16), j as u32, 1),
+            sixteen,
+            S::load_u8_bits(qs.add(16), shift, 15),
+        );
+        (
+            S::sub(S::mul(scale, lo), min),
+            S::sub(S::mul(scale, hi), min),
+        )
+    }
+}
+
+/// Super-blocks of 256: `[ql: 128][qh: 64][scales: 16 x i8][d: f16]`, sixteen sub-blocks of
+/// 16. Chunk `g` (values `32g..32g+32`) takes its low four bits from nibble `(g % 4) / 2` of
+/// `ql[64 (g / 4) + 32 (g % 2) ..]` and its high two bits from bits `2 (g % 4)` of
+/// `qh[32 (g / 4) ..]`; value `(d * sc) * (q - 32)`.
+impl Format for Q6K {
+    const VALUES: usize = 256;
+    const BYTES: usize = 210;
+    #[inline(always)]
+    unsafe fn decode32<S: Simd16>(row: *const u8, chunk: usize) -> (S, S) {
+        let (b, g) = (row.add((chunk / 8) * Self::BYTES), chunk % 8);
+        let (h, r) = (g / 4, g % 4);
+        let ql = b.add(h * 64 + (r % 2) * 32);
+        let qh = b.add(128 + h * 32);
+        let scales = b.add(192) as *const i8;
+        let d = f16_at(b.add(208));
+        let (lo_shift, hi_shift) = (4 * (r as u32 / 2), 2 * r as u32);
+        let (sixteen, offset) = (S::splat(16.0), S::splat(32.0));
+        let lo = S::fma(
+            S::load_u8_bits(qh, hi_shift, 3),
+            sixteen,
+            S::load_u8_bits(ql, lo_shift, 15),
+        );
+        let hi = S::fma(
+            S::load_u8_bits(qh.add(16), hi_shift, 3),
+            sixteen,
+            S::load_u8_bits(ql.add(16), lo_shift, 15),
+        );
+        let scale_lo = S::splat(d * f32::from(*scales.add(2 * g)));
+        let scale_hi = S::splat(d * f32::from(*scales.add(2 * g + 1)));
+        (
+            S::mul(scale_lo, S::sub(lo, offset)),
+            S::mul(scale_hi, S::sub(hi, offset)),
+        )
+    }
+}

@@ -1,0 +1,233 @@
+//! GGUF checkpoints (scripts/make_gguf_fixtures.py): every tensor type decodes bit for bit as
+//! the `gguf` package decodes it, and models converted from the tiny checkpoints (f16, Q8_0,
+//! Q4_0 and a Q4_K/Q5_K/Q6_K mix) compute what transformers computes on the decoded weights.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::*;
+use pagoda_gguf::{GgufFile, TensorType};
+use pagoda_models::loader::{load_config, load_model, LoadOptions};
+use pagoda_models::quant::dequantize_row;
+use pagoda_models::{ForwardBatch, Isa, KvCacheShape, ModelRunner, WeightDtype};
+
+const FILES: [&str; 4] = [
+    "tiny-qwen2-f16.gguf",
+    "tiny-mistral-q8_0.gguf",
+    "tiny-qwen3-q4_0.gguf",
+    "tiny-qwen2-kquants.gguf",
+];
+
+fn gguf_path(file: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/gguf")
+        .join(file)
+}
+
+struct GgufCase {
+    input_ids: Vec<u32>,
+    last_logits: Vec<f32>,
+    greedy_ids: Vec<u32>,
+    margins: Vec<f32>,
+}
+
+fn gguf_cases(file: &str) -> Vec<GgufCase> {
+    let path = gguf_path(&format!("{file}.reference.json"));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let floats = |v: &serde_json::Value| -> Vec<f32> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap() as f32)
+            .collect()
+    };
+    let ids = |v: &serde_json::Value| -> Vec<u32> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect()
+    };
+    json["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| GgufCase {
+            input_ids: ids(&c["input_ids"]),
+            last_logits: floats(&c["last_logits"]),
+            greedy_ids: ids(&c["greedy_ids"]),
+            margins: floats(&c["margins"]),
+        })
+        .collect()
+}
+
+fn gguf_runner(file: &str, num_blocks: usize, isa: Isa) -> ModelRunner {
+    let (model, _) = load_model(&gguf_path(file), &LoadOptions::default()).unwrap();
+    let cfg = &model.config;
+    let shape = KvCacheShape {
+        num_layers: cfg.num_layers,
+        num_blocks,
+        block_size: BLOCK_SIZE,
+        num_kv_heads: cfg.num_kv_heads,
+        head_dim: cfg.head_dim,
+        dtype: WeightDtype::F32,
+    };
+    ModelRunner::with_isa(model, shape, isa).unwrap()
+}
+
+#[test]
+fn every_tensor_type_decodes_bit_for_bit_as_the_gguf_package_does() {
+    let file = GgufFile::open(&gguf_path("quant-blocks.gguf")).unwrap();
+    let types = [
+        TensorType::F32,
+        TensorType::F16,
+        TensorType::BF16,
+        TensorType::Q8_0,
+        TensorType::Q4_0,
+        TensorType::Q4K,
+        TensorType::Q5K,
+        TensorType::Q6K,
+    ];
+    for tensor_type in types {
+        let name = tensor_type.name();
+        let info = file.tensor(&name).unwrap();
+        assert_eq!(info.tensor_type, tensor_type);
+        let want_info = file.tensor(&format!("{name}.dequantized")).unwrap();
+        let want: Vec<f32> = file
+            .tensor_bytes(want_info)
+            .unwrap()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        let (rows, cols) = (info.shape()[0], info.shape()[1]);
+        let bytes = file.tensor_bytes(info).unwrap();
+        let row_bytes = bytes.len() / rows;
+        let mut got = vec![0.0f32; cols];
+        for r in 0..rows {
+            dequantize_row(
+                tensor_type,
+                &bytes[r * row_bytes..(r + 1) * row_bytes],
+                &mut got,
+            );
+            for (k, (a, b)) in got.iter().zip(&want[r * cols..(r + 1) * cols]).enumerate() {
+                assert_eq!(
+                    a.to_bits(),
+                    b.to_bits(),
+                    "{name} row {r} value {k}: {a} vs {b}"
+                );
+            }
+        }
+    }
+}
+
+/// The weights are exactly those transformers ran with (the decoders are bit-exact), so only
+/// the order of summation differs: the same bound as the safetensors references.
+#[test]
+fn gguf_models_match_transformers_on_their_decoded_weights() {
+    for file in FILES {
+        let mut runner = gguf_runner(file, 64, pagoda_models::kernels::isa());
+        for (i, case) in gguf_cases(file).iter().enumerate() {
+            let (logits, generated) = run_alone(
+                &mut runner,
+                &case.input_ids,
+                case.greedy_ids.len(),
+                i as u64,
+            );
+            let diff = max_abs_diff(&logits[0], &case.last_logits);
+            assert!(diff < 1e-4, "{file} case {i}: max |diff| {diff}");
+            // Greedy tokens agree up to the first near tie (a 1e-4 difference could flip it).
+            let agreed = case.margins.iter().take_while(|m| **m > 1e-3).count();
+            assert_eq!(
+                generated[..agreed],
+                case.greedy_ids[..agreed],
+                "{file} case {i}"
+            );
+        }
+    }
+}
+
+#[test]
+fn quantized_logits_are_bitwise_the_same_alone_batched_and_on_every_path() {
+    for file in FILES {
+        let cases = gguf_cases(file);
+        let mut alone_runner = gguf_runner(file, 128, Isa::Scalar);
+        let alone: Vec<Vec<f32>> = cases
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                run_alone(&mut alone_runner, &c.input_ids, 0, i as u64)
+                    .0
+                    .remove(0)
+            })
+            .collect();
+        for isa in Isa::supported() {
+            let mut runner = gguf_runner(file, 128, isa);
+            let mut alloc = ScatteredBlocks::new(128, 3);
+            let mut seqs: Vec<Sequence> =
+                cases.iter().map(|c| Sequence::new(&c.input_ids)).collect();
+            // Every prompt in one batch, scattered blocks.
+            let mut batch = ForwardBatch::new(BLOCK_SIZE);
+            for seq in seqs.iter_mut() {
+                let n = seq.tokens.len();
+                seq.schedule(n, &mut batch, &mut alloc);
+            }
+            let last = runner.forward(&batch).unwrap().data;
+            let vocab = alone[0].len();
+            for (i, want) in alone.iter().enumerate() {
+                let got = &last[i * vocab..(i + 1) * vocab];
+                let same = got
+                    .iter()
+                    .zip(want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{file} case {i} on {isa}: batched differs from alone");
+            }
+        }
+    }
+}
+
+#[test]
+fn gguf_metadata_gives_the_checkpoint_config() {
+    let gguf = load_config(&gguf_path("tiny-mistral-q8_0.gguf")).unwrap();
+    let hf = load_config(&model_dir("tiny-mistral")).unwrap();
+    assert_eq!(
+        (gguf.hidden_size, gguf.intermediate_size, gguf.num_layers),
+        (hf.hidden_size, hf.intermediate_size, hf.num_layers)
+    );
+    assert_eq!(
+        (
+            gguf.num_heads,
+            gguf.num_kv_heads,
+            gguf.head_dim,
+            gguf.vocab_size
+        ),
+        (hf.num_heads, hf.num_kv_heads, hf.head_dim, hf.vocab_size)
+    );
+    assert_eq!(gguf.rms_norm_eps as f32, hf.rms_norm_eps as f32);
+    assert_eq!(gguf.rope_theta, hf.rope_theta);
+    assert_eq!(gguf.tie_word_embeddings, hf.tie_word_embeddings);
+    assert!(
+        load_config(&gguf_path("tiny-qwen2-f16.gguf"))
+            .unwrap()
+            .tie_word_embeddings
+    );
+}
+
+#[test]
+fn quantized_weights_stay_quantized_in_memory() {
+    let (model, _) = load_model(
+        &gguf_path("tiny-qwen2-kquants.gguf"),
+        &LoadOptions::default(),
+    )
+    .unwrap();
+    let file_bytes = std::fs::metadata(gguf_path("tiny-qwen2-kquants.gguf"))
+        .unwrap()
+        .len() as usize;
+    // Decoded to f32 the matrices would take about 7x the file.
+    assert!(
+        model.weight_bytes() < file_bytes,
+        "{} bytes of weights from a {file_bytes}-byte file",
+        model.weight_bytes()
+    );
+}
