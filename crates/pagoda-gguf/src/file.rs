@@ -235,7 +235,7 @@ fn locate(
     let size = match tensor_type.block() {
         None => None,
         Some((block_values, block_bytes)) => {
-            if dims[0] % block_values as u64 != 0 {
+            if !dims[0].is_multiple_of(block_values as u64) {
                 return Err(format!(
                     "tensor `{name}` of type {tensor_type} has rows of {} values, not a multiple of its block of {block_values}",
                     dims[0]

@@ -10,6 +10,9 @@ pub enum TextError {
     Config { path: PathBuf, reason: String },
     #[error("chat template error: {0}")]
     Template(String),
+    /// A GGUF file whose tokenizer metadata Pagoda cannot use.
+    #[error("{path}: {reason}")]
+    Gguf { path: PathBuf, reason: String },
 }
 
 pub type Result<T, E = TextError> = std::result::Result<T, E>;

@@ -3,8 +3,10 @@
 pub mod chat_template;
 pub mod detokenizer;
 pub mod error;
+pub mod gguf;
 pub mod tokenizer;
 
 pub use detokenizer::{IncrementalDetokenizer, MAX_HELD_TOKENS};
 pub use error::{Result, TextError};
+pub use gguf::GgufSpecialTokens;
 pub use tokenizer::Tokenizer;

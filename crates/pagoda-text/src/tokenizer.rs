@@ -2,6 +2,8 @@
 
 use std::path::Path;
 
+use pagoda_gguf::GgufFile;
+
 use crate::error::{Result, TextError};
 
 pub struct Tokenizer {
@@ -15,6 +17,13 @@ impl Tokenizer {
                 path: path.to_path_buf(),
                 reason: e.to_string(),
             })?;
+        Ok(Tokenizer { inner })
+    }
+
+    /// The tokenizer in a GGUF file's metadata, built to tokenize as the model's original
+    /// tokenizer.json does (see [`crate::gguf`]).
+    pub fn from_gguf(file: &GgufFile) -> Result<Self> {
+        let inner = crate::gguf::build_tokenizer(file)?;
         Ok(Tokenizer { inner })
     }
 

@@ -11,6 +11,7 @@ use std::fmt;
 use std::path::Path;
 
 use minijinja::{Environment, Value};
+use pagoda_gguf::GgufFile;
 use serde_json::{Map, Value as Json};
 
 pub use message::{ChatMessage, ContentPart, MessageContent, RenderOptions};
@@ -46,6 +47,27 @@ impl ChatTemplate {
         };
         let template = ChatTemplate::from_source(found.source, found.bos_token, found.eos_token)
             .map_err(|e| in_file(e, &found.origin))?;
+        Ok(Some(template))
+    }
+
+    /// The template of a GGUF file (`tokenizer.chat_template`), with the BOS/EOS token
+    /// strings of its vocabulary. `Ok(None)` when the file has no chat template.
+    pub fn from_gguf(file: &GgufFile) -> Result<Option<ChatTemplate>> {
+        const KEY: &str = "tokenizer.chat_template";
+        let source = match file.get(KEY) {
+            None => return Ok(None),
+            Some(value) => value.as_str().ok_or_else(|| TextError::Gguf {
+                path: file.path.clone(),
+                reason: format!("GGUF metadata `{KEY}` is not a string"),
+            })?,
+        };
+        let special = crate::gguf::special_tokens(file)?;
+        let template = ChatTemplate::from_source(
+            source.to_string(),
+            special.bos.map(|t| t.text),
+            special.eos.map(|t| t.text),
+        )
+        .map_err(|e| in_file(e, &file.path))?;
         Ok(Some(template))
     }
 
