@@ -6,6 +6,8 @@ pub enum RuntimeError {
     #[error(transparent)]
     Text(#[from] pagoda_text::TextError),
     #[error(transparent)]
+    Gguf(#[from] pagoda_gguf::GgufError),
+    #[error(transparent)]
     Engine(#[from] pagoda_engine::EngineError),
     #[error("this model's maximum context length is {limit} tokens, but the request has {prompt_tokens} prompt tokens and asks for up to {max_tokens} more")]
     ContextOverflow {

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use pagoda_engine::{Scheduler, SchedulerConfig};
-use pagoda_models::loader::load_model;
+use pagoda_gguf::GgufFile;
+use pagoda_models::config::TokenIds;
+use pagoda_models::loader::{is_gguf, load_model};
 use pagoda_models::{
     Architecture, GenerationConfig, KvCacheShape, ModelConfig, ModelRunner, WeightDtype,
 };
@@ -39,10 +41,23 @@ pub(crate) struct Loaded {
 /// Loads everything `config` names and builds the engine core (not started).
 pub(crate) fn load(config: &EngineConfig) -> Result<Loaded> {
     let (model, weight_dtype) = load_model(&config.model_dir, &config.load)?;
-    let tokenizer = Arc::new(Tokenizer::from_file(
-        &config.model_dir.join("tokenizer.json"),
-    )?);
-    let generation_config = GenerationConfig::load_optional(&config.model_dir)?;
+    // A GGUF file carries its tokenizer in its metadata, and no generation config (its stop
+    // tokens are in the model config).
+    let (tokenizer, generation_config) = if is_gguf(&config.model_dir) {
+        let file = GgufFile::open(&config.model_dir)?;
+        let stop_ids = pagoda_text::gguf::special_tokens(&file)?.stop_ids();
+        let generation_config = GenerationConfig {
+            eos_token_id: Some(TokenIds::Many(stop_ids)),
+            ..GenerationConfig::default()
+        };
+        (Tokenizer::from_gguf(&file)?, generation_config)
+    } else {
+        (
+            Tokenizer::from_file(&config.model_dir.join("tokenizer.json"))?,
+            GenerationConfig::load_optional(&config.model_dir)?,
+        )
+    };
+    let tokenizer = Arc::new(tokenizer);
     let model_cfg = model.config.clone();
     let max_model_len = max_model_len(config, &model_cfg)?;
     let kv_shape = KvCacheShape::from_budget(

@@ -1,5 +1,6 @@
-//! Where a model comes from: a local directory, or a Hugging Face hub id downloaded into the
-//! standard Hugging Face cache (`HF_HOME`, `HF_HUB_CACHE`), with a progress bar.
+//! Where a model comes from: a local directory, a GGUF file (or a directory holding one), or
+//! a Hugging Face hub id downloaded into the standard Hugging Face cache (`HF_HOME`,
+//! `HF_HUB_CACHE`), with a progress bar; `repo:QUANT` picks one GGUF file of a hub repo.
 
 use std::path::{Path, PathBuf};
 
@@ -17,15 +18,64 @@ const OPTIONAL_FILES: [&str; 3] = [
 /// which need only the config and tokenizer.
 pub fn resolve_model(spec: &str, with_weights: bool) -> Result<PathBuf> {
     let path = Path::new(spec);
-    if path.is_dir() {
-        return Ok(path.to_path_buf());
-    }
-    if !looks_like_hub_id(spec) {
+    if path.is_file() {
+        if is_gguf(path) {
+            return Ok(path.to_path_buf());
+        }
         return Err(RuntimeError::ModelNotFound(format!(
-            "{spec} is not a directory, nor a Hugging Face hub id like `Qwen/Qwen2.5-0.5B-Instruct`"
+            "{spec} is a file but not a GGUF file; give a GGUF file or a model directory"
         )));
     }
-    download(spec, with_weights)
+    if path.is_dir() {
+        return local_dir(path);
+    }
+    let (repo, quant) = match spec.split_once(':') {
+        Some((repo, quant)) => (repo, Some(quant)),
+        None => (spec, None),
+    };
+    if !looks_like_hub_id(repo) || quant.is_some_and(str::is_empty) {
+        return Err(RuntimeError::ModelNotFound(format!(
+            "{spec} is not a directory or GGUF file, nor a Hugging Face hub id like `Qwen/Qwen2.5-0.5B-Instruct` (or `repo:Q4_K_M` for one GGUF file of a repo)"
+        )));
+    }
+    match quant {
+        Some(quant) => download_gguf(repo, Some(quant)),
+        None => download(repo, with_weights),
+    }
+}
+
+/// A checkpoint directory as it is; a directory without `config.json` holding one GGUF file
+/// is that file.
+fn local_dir(dir: &Path) -> Result<PathBuf> {
+    if dir.join("config.json").exists() {
+        return Ok(dir.to_path_buf());
+    }
+    let mut ggufs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| RuntimeError::ModelNotFound(format!("{}: {e}", dir.display())))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "gguf") && is_gguf(p))
+        .collect();
+    ggufs.sort();
+    match ggufs.len() {
+        0 => Ok(dir.to_path_buf()),
+        1 => Ok(ggufs.remove(0)),
+        _ => Err(RuntimeError::ModelNotFound(format!(
+            "{} holds several GGUF files ({}); name one",
+            dir.display(),
+            file_names(&ggufs).join(", ")
+        ))),
+    }
+}
+
+fn file_names(paths: &[PathBuf]) -> Vec<String> {
+    paths
+        .iter()
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect()
+}
+
+fn is_gguf(path: &Path) -> bool {
+    pagoda_models::loader::is_gguf(path)
 }
 
 fn looks_like_hub_id(spec: &str) -> bool {
@@ -49,7 +99,16 @@ fn download(repo_id: &str, with_weights: bool) -> Result<PathBuf> {
     let repo = api.model(repo_id.to_string());
     let mut dir = None;
     for file in REQUIRED_FILES {
-        let local = repo.get(file).map_err(hub_error)?;
+        let local = match repo.get(file) {
+            Ok(local) => local,
+            // Repos of GGUF files carry no config.json.
+            Err(e) if file == "config.json" && with_weights => {
+                return download_gguf(repo_id, None).map_err(|gguf_error| {
+                    RuntimeError::ModelNotFound(format!("{repo_id}: {e}; {gguf_error}"))
+                })
+            }
+            Err(e) => return Err(hub_error(e)),
+        };
         dir = local.parent().map(Path::to_path_buf);
     }
     for file in OPTIONAL_FILES {
@@ -71,6 +130,57 @@ fn download(repo_id: &str, with_weights: bool) -> Result<PathBuf> {
         }
     }
     dir.ok_or_else(|| RuntimeError::ModelNotFound(repo_id.to_string()))
+}
+
+/// Downloads the one GGUF file of `repo_id` that `quant` names (or its only one).
+fn download_gguf(repo_id: &str, quant: Option<&str>) -> Result<PathBuf> {
+    let hub_error =
+        |e: hf_hub::api::sync::ApiError| RuntimeError::ModelNotFound(format!("{repo_id}: {e}"));
+    let api = hf_hub::api::sync::ApiBuilder::new()
+        .with_progress(true)
+        .build()
+        .map_err(hub_error)?;
+    let repo = api.model(repo_id.to_string());
+    let info = repo.info().map_err(hub_error)?;
+    let names: Vec<String> = info.siblings.into_iter().map(|s| s.rfilename).collect();
+    let file = pick_gguf(&names, quant).map_err(|e| RuntimeError::ModelNotFound(format!("{repo_id}: {e}")))?;
+    repo.get(&file).map_err(hub_error)
+}
+
+/// The GGUF file among `names` whose name holds `quant` (case-insensitively, as a whole
+/// dot/dash-separated part, so `Q4_K` does not pick `Q4_K_M`), or the only one.
+fn pick_gguf(names: &[String], quant: Option<&str>) -> std::result::Result<String, String> {
+    let ggufs: Vec<&String> = names
+        .iter()
+        .filter(|n| n.to_ascii_lowercase().ends_with(".gguf") && !n.contains("mmproj"))
+        .collect();
+    if ggufs.is_empty() {
+        return Err("the repo holds no GGUF file".into());
+    }
+    let matching: Vec<&String> = match quant {
+        None => ggufs.clone(),
+        Some(quant) => {
+            let quant = quant.to_ascii_lowercase();
+            ggufs
+                .iter()
+                .copied()
+                .filter(|n| {
+                    let stem = n.to_ascii_lowercase();
+                    let stem = stem.trim_end_matches(".gguf").rsplit('/').next().unwrap_or("").to_string();
+                    stem.split(['.', '-']).any(|part| part == quant)
+                })
+                .collect()
+        }
+    };
+    let list = || ggufs.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
+    match matching.as_slice() {
+        [one] if one.contains("-of-0") => Err(format!(
+            "{one} is one shard of a split GGUF, which Pagoda does not read; merge it with llama-gguf-split first"
+        )),
+        [one] => Ok((*one).clone()),
+        [] => Err(format!("no GGUF file matches {:?}; the repo has {}", quant.unwrap_or(""), list())),
+        _ => Err(format!("several GGUF files match; pick one with `repo:QUANT` ({})", list())),
+    }
 }
 
 /// Distinct shard file names listed in a safetensors index's `weight_map`.
@@ -108,6 +218,54 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("/definitely/not/here"), "{err}");
+    }
+
+    #[test]
+    fn a_quant_picks_its_gguf_file() {
+        let names: Vec<String> = [
+            "README.md",
+            "qwen2.5-0.5b-instruct-q4_k_m.gguf",
+            "qwen2.5-0.5b-instruct-q4_k.gguf",
+            "Qwen2.5-0.5B-Instruct-Q8_0.gguf",
+            "mmproj-q8_0.gguf",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            pick_gguf(&names, Some("Q4_K_M")).unwrap(),
+            "qwen2.5-0.5b-instruct-q4_k_m.gguf"
+        );
+        assert_eq!(
+            pick_gguf(&names, Some("q4_k")).unwrap(),
+            "qwen2.5-0.5b-instruct-q4_k.gguf"
+        );
+        assert_eq!(
+            pick_gguf(&names, Some("q8_0")).unwrap(),
+            "Qwen2.5-0.5B-Instruct-Q8_0.gguf"
+        );
+        let none = pick_gguf(&names, Some("Q2_K")).unwrap_err();
+        assert!(none.contains("Q2_K") && none.contains("q4_k_m"), "{none}");
+        assert!(pick_gguf(&names, None).unwrap_err().contains("several"));
+        assert!(pick_gguf(&names[..1], None).unwrap_err().contains("no GGUF"));
+        let split = ["m-Q8_0-00001-of-00002.gguf".to_string()];
+        assert!(pick_gguf(&split, Some("q8_0")).is_err());
+    }
+
+    #[test]
+    fn a_directory_holding_one_gguf_file_is_that_file() {
+        let dir = std::env::temp_dir().join(format!("pagoda-gguf-dir-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../testdata/gguf/tiny-qwen2-f16.gguf");
+        std::fs::copy(&fixture, dir.join("a.gguf")).unwrap();
+        assert_eq!(resolve_model(dir.to_str().unwrap(), true).unwrap(), dir.join("a.gguf"));
+        std::fs::copy(&fixture, dir.join("b.gguf")).unwrap();
+        let err = resolve_model(dir.to_str().unwrap(), true).unwrap_err().to_string();
+        assert!(err.contains("a.gguf") && err.contains("b.gguf"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+        let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+        let err = resolve_model(readme.to_str().unwrap(), true).unwrap_err().to_string();
+        assert!(err.contains("not a GGUF file"), "{err}");
     }
 
     #[test]

@@ -186,15 +186,29 @@ impl AppState {
 }
 
 /// The chat template: `--chat-template` (a file, or the template itself when no such file
-/// exists and it looks like Jinja), else the model directory's own (possibly none).
+/// exists and it looks like Jinja), else the model directory's or GGUF file's own (possibly none).
 pub fn load_chat_template(
     model_dir: &Path,
     override_with: Option<&str>,
 ) -> Result<Option<ChatTemplate>, ServerError> {
-    let Some(spec) = override_with else {
-        return Ok(ChatTemplate::from_model_dir(model_dir)?);
+    let gguf = if pagoda_models::loader::is_gguf(model_dir) {
+        Some(pagoda_gguf::GgufFile::open(model_dir).map_err(pagoda_runtime::RuntimeError::from)?)
+    } else {
+        None
     };
-    let (bos, eos) = special_tokens(model_dir);
+    let Some(spec) = override_with else {
+        return Ok(match &gguf {
+            Some(file) => ChatTemplate::from_gguf(file)?,
+            None => ChatTemplate::from_model_dir(model_dir)?,
+        });
+    };
+    let (bos, eos) = match &gguf {
+        Some(file) => {
+            let tokens = pagoda_text::gguf::special_tokens(file)?;
+            (tokens.bos.map(|t| t.text), tokens.eos.map(|t| t.text))
+        }
+        None => special_tokens(model_dir),
+    };
     let path = Path::new(spec);
     if !path.exists() && (spec.contains("{{") || spec.contains("{%")) {
         return Ok(Some(ChatTemplate::from_source(spec.to_string(), bos, eos)?));
