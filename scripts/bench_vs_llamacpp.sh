@@ -6,6 +6,7 @@
 # usage: scripts/bench_vs_llamacpp.sh [ROUNDS] [THREADS...]
 #   PEER_DIR   where scripts/peer_llamacpp.sh put llama.cpp and the model (default /work/peer)
 #   PROMPT_LEN / GEN   prompt tokens and generated tokens (default 512 / 64)
+#   GGUF          the file llama.cpp reads; PAGODA_MODEL=$GGUF makes Pagoda read it too
 #   LLAMA_BENCH   the llama-bench binary (default PEER_DIR/bin/llama-bench), e.g. an AVX2-only
 #                 build to compare with PAGODA_KERNELS=avx2
 # Pagoda decodes after its prompt, so llama.cpp's decode runs at the same depth
@@ -19,7 +20,9 @@ THREADS=${*:-2}
 PROMPT_LEN=${PROMPT_LEN:-512}
 GEN=${GEN:-64}
 MODEL_DIR=$PEER_DIR/qwen2.5-0.5b-dummy-f16
-GGUF=$PEER_DIR/qwen2.5-0.5b-dummy-f16.gguf
+GGUF=${GGUF:-$PEER_DIR/qwen2.5-0.5b-dummy-f16.gguf}
+# The same GGUF file for both (e.g. a Q8_0 one): PAGODA_MODEL=$GGUF
+PAGODA_MODEL=${PAGODA_MODEL:-$MODEL_DIR}
 PAGODA=$ROOT/target/release/pagoda
 LLAMA_BENCH=${LLAMA_BENCH:-$PEER_DIR/bin/llama-bench}
 (cd "$ROOT" && cargo build --release -p pagoda --quiet)
@@ -28,7 +31,7 @@ samples=$(mktemp)
 for t in $THREADS; do
   for r in $(seq "$ROUNDS"); do
     load=$(cut -d' ' -f1 /proc/loadavg)
-    RAYON_NUM_THREADS=$t "$PAGODA" bench forward --model "$MODEL_DIR" --batch 1 \
+    RAYON_NUM_THREADS=$t "$PAGODA" bench forward --model "$PAGODA_MODEL" --batch 1 \
       --prompt-len "$PROMPT_LEN" --gen "$GEN" --max-batched-tokens "$PROMPT_LEN" --json 2>/dev/null |
       python3 -c "import json,sys; d=json.loads(sys.stdin.read()); print('pagoda', $t, $r, '$load', d['prefill_tokens_per_s'], d['decode_tokens_per_s'])" >>"$samples"
     load=$(cut -d' ' -f1 /proc/loadavg)

@@ -7,8 +7,8 @@ Run by hand, not in CI (needs the tiny models of make_fixtures.py):
     python scripts/make_gguf_fixtures.py
 
 What it writes:
-  1. quant-blocks.gguf: for every tensor type Pagoda reads (F32, F16, BF16, Q8_0, Q4_0, Q4_K,
-     Q5_K, Q6_K) a 4 x 512 tensor of random blocks (finite scales, random quants), and next to
+  1. quant-blocks.gguf: for every tensor type Pagoda reads (F32, F16, BF16, Q8_0, Q4_0, Q4_1,
+     Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) a 4 x 512 tensor of random blocks (finite scales, random quants), and next to
      it `<name>.dequantized`, the same values as f32 from the `gguf` package's reference
      dequantizers. Rust must reproduce them bit for bit.
   2. Models converted from the tiny safetensors checkpoints, with the tokenizer and chat
@@ -145,9 +145,9 @@ def random_blocks(rng, qtype: T, rows: int, cols: int) -> np.ndarray:
     data = rng.integers(0, 256, size=(n, block_bytes), dtype=np.uint8)
     # Scale fields (f16) finite and of a plausible size; quants stay random.
     scale = lambda: f16_bytes(rng.uniform(-0.05, 0.05, n).astype(np.float32))
-    if qtype in (T.Q8_0, T.Q4_0):
+    if qtype in (T.Q8_0, T.Q4_0, T.Q5_0):
         data[:, 0:2] = scale()
-    elif qtype in (T.Q4_K, T.Q5_K):
+    elif qtype in (T.Q4_K, T.Q5_K, T.Q4_1, T.Q5_1):
         data[:, 0:2] = scale()
         data[:, 2:4] = scale()
     elif qtype == T.Q6_K:
@@ -159,7 +159,7 @@ def write_quant_blocks() -> None:
     rng = np.random.default_rng(7)
     w = gguf.GGUFWriter(str(OUT / "quant-blocks.gguf"), "pagoda-test")
     rows, cols = 4, 512
-    for qtype in [T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_K, T.Q5_K, T.Q6_K]:
+    for qtype in [T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q4_K, T.Q5_K, T.Q6_K]:
         data = random_blocks(rng, qtype, rows, cols)
         raw = None if qtype in (T.F32, T.F16) else qtype
         w.add_tensor(qtype.name, data, raw_dtype=raw)

@@ -29,6 +29,13 @@ pub trait Simd16: Copy {
     unsafe fn load_i8(p: *const i8) -> Self;
     /// `(byte >> shift) & mask` of 16 bytes, as f32: the bit fields of packed quants.
     unsafe fn load_u8_bits(p: *const u8, shift: u32, mask: i32) -> Self;
+    /// One f16 (its bits) widened into every lane. A broadcast of the 16 bits, then a
+    /// widening: `half`'s conversion checks the CPU at every call, and LLVM turns a scalar
+    /// widening into an insert that waits for whatever the register last held (the
+    /// accumulators, which serialised the quantized matmul).
+    unsafe fn splat_f16(bits: u16) -> Self;
+    /// Bit `l` of `word` in lane `l` (0.0 or 1.0): the fifth bits of Q5_0/Q5_1 blocks.
+    unsafe fn bits16(word: u32) -> Self;
     /// `a > b ? a : b` per lane (x86 `max` semantics, NaN included, on every path).
     unsafe fn max(a: Self, b: Self) -> Self;
     /// Rounds to the nearest integer, ties to even.
@@ -69,6 +76,18 @@ pub unsafe fn exp<S: Simd16>(x: S) -> S {
     }
     let y = S::add(S::fma(p, S::mul(r, r), r), S::splat(1.0));
     S::mul(y, n.pow2i())
+}
+
+/// Asks for the cache line at `p` ahead of use (a hint: never faults, any address).
+#[inline(always)]
+pub fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint; it reads nothing architecturally.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 /// An element the kernels widen to f32: weights and KV-cache entries.
@@ -175,6 +194,14 @@ impl Simd16 for Scalar {
         Scalar(std::array::from_fn(|l| *p.add(l) as f32))
     }
     #[inline(always)]
+    unsafe fn splat_f16(bits: u16) -> Self {
+        Scalar([f16::from_bits(bits).to_f32(); LANES])
+    }
+    #[inline(always)]
+    unsafe fn bits16(word: u32) -> Self {
+        Scalar(std::array::from_fn(|l| ((word >> l) & 1) as f32))
+    }
+    #[inline(always)]
     unsafe fn load_u8_bits(p: *const u8, shift: u32, mask: i32) -> Self {
         Scalar(std::array::from_fn(|l| {
             ((i32::from(*p.add(l)) >> shift) & mask) as f32
@@ -227,9 +254,10 @@ mod x86 {
     };
     use std::arch::x86_64::{
         _mm256_and_si256, _mm256_cvtepi32_ps, _mm256_cvtepi8_epi32, _mm256_cvtepu8_epi32,
-        _mm256_srl_epi32, _mm256_sub_ps, _mm512_and_si512, _mm512_cvtepi32_ps,
-        _mm512_cvtepi8_epi32, _mm512_cvtepu8_epi32, _mm512_srl_epi32, _mm512_sub_ps,
-        _mm_cvtsi32_si128, _mm_loadl_epi64,
+        _mm256_set1_epi16, _mm256_setr_epi32, _mm256_srl_epi32, _mm256_srlv_epi32, _mm256_sub_ps,
+        _mm512_and_si512, _mm512_cvtepi32_ps, _mm512_cvtepi8_epi32, _mm512_cvtepu8_epi32,
+        _mm512_setr_epi32, _mm512_srl_epi32, _mm512_srlv_epi32, _mm512_sub_ps, _mm_cvtsi32_si128,
+        _mm_loadl_epi64, _mm_set1_epi16,
     };
 
     /// Lanes 0-7 and 8-15 in two AVX2 registers.
@@ -292,6 +320,22 @@ mod x86 {
             let lo = _mm256_cvtepi8_epi32(_mm_loadl_epi64(p as *const __m128i));
             let hi = _mm256_cvtepi8_epi32(_mm_loadl_epi64(p.add(8) as *const __m128i));
             Avx2(_mm256_cvtepi32_ps(lo), _mm256_cvtepi32_ps(hi))
+        }
+        #[inline(always)]
+        unsafe fn splat_f16(bits: u16) -> Self {
+            let v = _mm256_cvtph_ps(_mm_set1_epi16(bits as i16));
+            Avx2(v, v)
+        }
+        #[inline(always)]
+        unsafe fn bits16(word: u32) -> Self {
+            let w = _mm256_set1_epi32(word as i32);
+            let one = _mm256_set1_epi32(1);
+            let lo = _mm256_srlv_epi32(w, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            let hi = _mm256_srlv_epi32(w, _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15));
+            Avx2(
+                _mm256_cvtepi32_ps(_mm256_and_si256(lo, one)),
+                _mm256_cvtepi32_ps(_mm256_and_si256(hi, one)),
+            )
         }
         #[inline(always)]
         unsafe fn load_u8_bits(p: *const u8, shift: u32, mask: i32) -> Self {
@@ -378,6 +422,19 @@ mod x86 {
             Avx512(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
                 p as *const __m128i,
             ))))
+        }
+        #[inline(always)]
+        unsafe fn splat_f16(bits: u16) -> Self {
+            Avx512(_mm512_cvtph_ps(_mm256_set1_epi16(bits as i16)))
+        }
+        #[inline(always)]
+        unsafe fn bits16(word: u32) -> Self {
+            let shifts = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+            let bits = _mm512_srlv_epi32(_mm512_set1_epi32(word as i32), shifts);
+            Avx512(_mm512_cvtepi32_ps(_mm512_and_si512(
+                bits,
+                _mm512_set1_epi32(1),
+            )))
         }
         #[inline(always)]
         unsafe fn load_u8_bits(p: *const u8, shift: u32, mask: i32) -> Self {

@@ -18,9 +18,10 @@ pub trait Format: Copy + Send + Sync + 'static {
     unsafe fn decode32<S: Simd16>(row: *const u8, chunk: usize) -> (S, S);
 }
 
+/// The f16 at `p` in every lane.
 #[inline(always)]
-unsafe fn f16_at(p: *const u8) -> f32 {
-    f16::from_le_bytes([*p, *p.add(1)]).to_f32()
+unsafe fn f16_at<S: Simd16>(p: *const u8) -> S {
+    S::splat_f16(u16::from_le_bytes([*p, *p.add(1)]))
 }
 
 #[derive(Clone, Copy)]
@@ -33,6 +34,12 @@ pub struct Bf16Rows;
 pub struct Q8_0;
 #[derive(Clone, Copy)]
 pub struct Q4_0;
+#[derive(Clone, Copy)]
+pub struct Q4_1;
+#[derive(Clone, Copy)]
+pub struct Q5_0;
+#[derive(Clone, Copy)]
+pub struct Q5_1;
 #[derive(Clone, Copy)]
 pub struct Q4K;
 #[derive(Clone, Copy)]
@@ -77,7 +84,7 @@ impl Format for Q8_0 {
     #[inline(always)]
     unsafe fn decode32<S: Simd16>(row: *const u8, chunk: usize) -> (S, S) {
         let b = row.add(chunk * Self::BYTES);
-        let d = S::splat(f16_at(b));
+        let d = f16_at::<S>(b);
         let q = b.add(2) as *const i8;
         (S::mul(S::load_i8(q), d), S::mul(S::load_i8(q.add(16)), d))
     }
@@ -91,11 +98,65 @@ impl Format for Q4_0 {
     #[inline(always)]
     unsafe fn decode32<S: Simd16>(row: *const u8, chunk: usize) -> (S, S) {
         let b = row.add(chunk * Self::BYTES);
-        let d = S::splat(f16_at(b));
+        let d = f16_at::<S>(b);
         let eight = S::splat(8.0);
         let lo = S::sub(S::load_u8_bits(b.add(2), 0, 15), eight);
         let hi = S::sub(S::load_u8_bits(b.add(2), 4, 15), eight);
         (S::mul(d, lo), S::mul(d, hi))
+    }
+}
+
+/// `[d: f16][m: f16][16 bytes]`, nibbles as Q4_0; value `d * q + m`.
+impl Format for Q4_1 {
+    const VALUES: usize = 32;
+    const BYTES: usize = 20;
+    #[inline(always)]
+    unsafe fn decode32<S: Simd16>(row: *const u8, chunk: usize) -> (S, S) {
+        let b = row.add(chunk * Self::BYTES);
+        let (d, m) = (f16_at::<S>(b), f16_at::<S>(b.add(2)));
+        let lo = S::load_u8_bits(b.add(4), 0, 15);
+        let hi = S::load_u8_bits(b.add(4), 4, 15);
+        (S::add(S::mul(d, lo), m), S::add(S::mul(d, hi), m))
+    }
+}
+
+/// The fifth bits of a Q5_0/Q5_1 block: bit `i` of a little-endian u32 for value `i`.
+#[inline(always)]
+unsafe fn fifth_bits<S: Simd16>(qh: *const u8) -> (S, S) {
+    let word = u32::from_le_bytes([*qh, *qh.add(1), *qh.add(2), *qh.add(3)]);
+    (S::bits16(word), S::bits16(word >> 16))
+}
+
+/// `[d: f16][qh: u32][16 bytes]`: nibbles as Q4_0 plus a fifth bit; value `d * (q - 16)`.
+impl Format for Q5_0 {
+    const VALUES: usize = 32;
+    const BYTES: usize = 22;
+    #[inline(always)]
+    unsafe fn decode32<S: Simd16>(row: *const u8, chunk: usize) -> (S, S) {
+        let b = row.add(chunk * Self::BYTES);
+        let d = f16_at::<S>(b);
+        let (h0, h1) = fifth_bits::<S>(b.add(2));
+        let (sixteen, qs) = (S::splat(16.0), b.add(6));
+        // Small integers: exact in f32.
+        let lo = S::sub(S::fma(h0, sixteen, S::load_u8_bits(qs, 0, 15)), sixteen);
+        let hi = S::sub(S::fma(h1, sixteen, S::load_u8_bits(qs, 4, 15)), sixteen);
+        (S::mul(d, lo), S::mul(d, hi))
+    }
+}
+
+/// `[d: f16][m: f16][qh: u32][16 bytes]`; value `d * q + m`.
+impl Format for Q5_1 {
+    const VALUES: usize = 32;
+    const BYTES: usize = 24;
+    #[inline(always)]
+    unsafe fn decode32<S: Simd16>(row: *const u8, chunk: usize) -> (S, S) {
+        let b = row.add(chunk * Self::BYTES);
+        let (d, m) = (f16_at::<S>(b), f16_at::<S>(b.add(2)));
+        let (h0, h1) = fifth_bits::<S>(b.add(4));
+        let (sixteen, qs) = (S::splat(16.0), b.add(8));
+        let lo = S::fma(h0, sixteen, S::load_u8_bits(qs, 0, 15));
+        let hi = S::fma(h1, sixteen, S::load_u8_bits(qs, 4, 15));
+        (S::add(S::mul(d, lo), m), S::add(S::mul(d, hi), m))
     }
 }
 
@@ -125,8 +186,8 @@ impl Format for Q4K {
     unsafe fn decode32<S: Simd16>(row: *const u8, chunk: usize) -> (S, S) {
         let (b, j) = (row.add((chunk / 8) * Self::BYTES), chunk % 8);
         let (sc, m) = scale_min(b.add(4), j);
-        let scale = S::splat(f16_at(b) * sc);
-        let min = S::splat(f16_at(b.add(2)) * m);
+        let scale = S::mul(f16_at::<S>(b), S::splat(sc));
+        let min = S::mul(f16_at::<S>(b.add(2)), S::splat(m));
         let qs = b.add(16 + (j / 2) * 32);
         let shift = 4 * (j as u32 % 2);
         let lo = S::load_u8_bits(qs, shift, 15);
@@ -147,8 +208,8 @@ impl Format for Q5K {
     unsafe fn decode32<S: Simd16>(row: *const u8, chunk: usize) -> (S, S) {
         let (b, j) = (row.add((chunk / 8) * Self::BYTES), chunk % 8);
         let (sc, m) = scale_min(b.add(4), j);
-        let scale = S::splat(f16_at(b) * sc);
-        let min = S::splat(f16_at(b.add(2)) * m);
+        let scale = S::mul(f16_at::<S>(b), S::splat(sc));
+        let min = S::mul(f16_at::<S>(b.add(2)), S::splat(m));
         let (qh, qs) = (b.add(16), b.add(48 + (j / 2) * 32));
         let shift = 4 * (j as u32 % 2);
         let sixteen = S::splat(16.0);
@@ -184,7 +245,7 @@ impl Format for Q6K {
         let ql = b.add(h * 64 + (r % 2) * 32);
         let qh = b.add(128 + h * 32);
         let scales = b.add(192) as *const i8;
-        let d = f16_at(b.add(208));
+        let d = f16_at::<S>(b.add(208));
         let (lo_shift, hi_shift) = (4 * (r as u32 / 2), 2 * r as u32);
         let (sixteen, offset) = (S::splat(16.0), S::splat(32.0));
         let lo = S::fma(
@@ -197,8 +258,8 @@ impl Format for Q6K {
             sixteen,
             S::load_u8_bits(ql.add(16), lo_shift, 15),
         );
-        let scale_lo = S::splat(d * f32::from(*scales.add(2 * g)));
-        let scale_hi = S::splat(d * f32::from(*scales.add(2 * g + 1)));
+        let scale_lo = S::mul(d, S::splat(f32::from(*scales.add(2 * g))));
+        let scale_hi = S::mul(d, S::splat(f32::from(*scales.add(2 * g + 1))));
         (
             S::mul(scale_lo, S::sub(lo, offset)),
             S::mul(scale_hi, S::sub(hi, offset)),

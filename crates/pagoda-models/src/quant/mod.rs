@@ -11,7 +11,7 @@ use pagoda_gguf::TensorType;
 use crate::kernels::simd::{Scalar, Simd16};
 use crate::matrix::MatrixData;
 use crate::packed::PackedMatrix;
-use formats::{Bf16Rows, F16Rows, F32Rows, Format, Q4K, Q4_0, Q5K, Q6K, Q8_0};
+use formats::{Bf16Rows, F16Rows, F32Rows, Format, Q4K, Q4_0, Q4_1, Q5K, Q5_0, Q5_1, Q6K, Q8_0};
 
 /// Where a part's bytes live: in the file's map, or (rows reordered at load) in memory.
 #[derive(Clone)]
@@ -187,6 +187,9 @@ pub fn dequantize_row(tensor_type: TensorType, bytes: &[u8], out: &mut [f32]) {
         TensorType::BF16 => run::<Bf16Rows>(bytes, out),
         TensorType::Q8_0 => run::<Q8_0>(bytes, out),
         TensorType::Q4_0 => run::<Q4_0>(bytes, out),
+        TensorType::Q4_1 => run::<Q4_1>(bytes, out),
+        TensorType::Q5_0 => run::<Q5_0>(bytes, out),
+        TensorType::Q5_1 => run::<Q5_1>(bytes, out),
         TensorType::Q4K => run::<Q4K>(bytes, out),
         TensorType::Q5K => run::<Q5K>(bytes, out),
         TensorType::Q6K => run::<Q6K>(bytes, out),
