@@ -8,7 +8,8 @@ use clap::Args;
 
 #[derive(Debug, Clone, Default, Args)]
 pub struct ServeArgs {
-    /// Model directory (config.json, *.safetensors, tokenizer.json); required here, in the
+    /// Model directory (config.json, *.safetensors, tokenizer.json), GGUF file, Hugging Face
+    /// hub id, or `repo:QUANT` for one GGUF file of a hub repo; required here, in the
     /// environment or in the config file.
     #[arg(long, env = "PAGODA_MODEL")]
     pub model: Option<String>,

@@ -43,7 +43,8 @@ impl KvCacheDtypeArg {
 
 #[derive(Debug, Clone, Args)]
 pub struct ModelArgs {
-    /// Model directory, or a Hugging Face hub id (downloaded into the Hugging Face cache).
+    /// Model directory, GGUF file, or Hugging Face hub id (downloaded into the Hugging Face
+    /// cache; `repo:QUANT` picks one GGUF file of the repo, e.g. `...-GGUF:Q4_K_M`).
     #[arg(long, env = "PAGODA_MODEL")]
     pub model: String,
     #[arg(long, value_enum, default_value = "auto", env = "PAGODA_LOAD_FORMAT")]
