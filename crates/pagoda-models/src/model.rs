@@ -84,6 +84,25 @@ impl CausalLm {
         self.embed_tokens.size_in_bytes() + head + self.layers_bytes()
     }
 
+    /// What the matrices are stored as: `float16`, or GGUF types such as `Q5_0+Q8_0+Q4_K+Q6_K`.
+    pub fn weight_types(&self) -> String {
+        let mut names: Vec<String> = Vec::new();
+        let mut add = |m: &WeightMatrix| {
+            for name in m.type_name().split('+') {
+                if !names.iter().any(|n| n == name) {
+                    names.push(name.to_string());
+                }
+            }
+        };
+        add(&self.embed_tokens);
+        for layer in &self.layers {
+            layer.attention.for_each_weight(&mut add);
+            layer.mlp.for_each_weight(&mut add);
+        }
+        add(&self.lm_head);
+        names.join("+")
+    }
+
     fn layers_bytes(&self) -> usize {
         self.layers
             .iter()

@@ -27,6 +27,8 @@ pub struct ModelInfo {
     pub eos_token_ids: Vec<u32>,
     pub generation_config: GenerationConfig,
     pub weight_dtype: WeightDtype,
+    /// What the matrices are stored as (`float16`; GGUF types such as `Q8_0`).
+    pub weight_types: String,
     pub weight_bytes: usize,
     pub kv_cache: KvCacheShape,
     pub kv_cache_bytes: u64,
@@ -92,6 +94,7 @@ pub(crate) fn load(config: &EngineConfig) -> Result<Loaded> {
         eos_token_ids,
         generation_config,
         weight_dtype,
+        weight_types: model.weight_types(),
         weight_bytes: model.weight_bytes(),
         kv_cache: kv_shape,
         kv_cache_bytes: kv_shape.total_bytes(),

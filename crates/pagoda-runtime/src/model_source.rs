@@ -143,7 +143,8 @@ fn download_gguf(repo_id: &str, quant: Option<&str>) -> Result<PathBuf> {
     let repo = api.model(repo_id.to_string());
     let info = repo.info().map_err(hub_error)?;
     let names: Vec<String> = info.siblings.into_iter().map(|s| s.rfilename).collect();
-    let file = pick_gguf(&names, quant).map_err(|e| RuntimeError::ModelNotFound(format!("{repo_id}: {e}")))?;
+    let file = pick_gguf(&names, quant)
+        .map_err(|e| RuntimeError::ModelNotFound(format!("{repo_id}: {e}")))?;
     repo.get(&file).map_err(hub_error)
 }
 
@@ -166,13 +167,24 @@ fn pick_gguf(names: &[String], quant: Option<&str>) -> std::result::Result<Strin
                 .copied()
                 .filter(|n| {
                     let stem = n.to_ascii_lowercase();
-                    let stem = stem.trim_end_matches(".gguf").rsplit('/').next().unwrap_or("").to_string();
+                    let stem = stem
+                        .trim_end_matches(".gguf")
+                        .rsplit('/')
+                        .next()
+                        .unwrap_or("")
+                        .to_string();
                     stem.split(['.', '-']).any(|part| part == quant)
                 })
                 .collect()
         }
     };
-    let list = || ggufs.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
+    let list = || {
+        ggufs
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     match matching.as_slice() {
         [one] if one.contains("-of-0") => Err(format!(
             "{one} is one shard of a split GGUF, which Pagoda does not read; merge it with llama-gguf-split first"
@@ -246,7 +258,9 @@ mod tests {
         let none = pick_gguf(&names, Some("Q2_K")).unwrap_err();
         assert!(none.contains("Q2_K") && none.contains("q4_k_m"), "{none}");
         assert!(pick_gguf(&names, None).unwrap_err().contains("several"));
-        assert!(pick_gguf(&names[..1], None).unwrap_err().contains("no GGUF"));
+        assert!(pick_gguf(&names[..1], None)
+            .unwrap_err()
+            .contains("no GGUF"));
         let split = ["m-Q8_0-00001-of-00002.gguf".to_string()];
         assert!(pick_gguf(&split, Some("q8_0")).is_err());
     }
@@ -255,16 +269,23 @@ mod tests {
     fn a_directory_holding_one_gguf_file_is_that_file() {
         let dir = std::env::temp_dir().join(format!("pagoda-gguf-dir-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../testdata/gguf/tiny-qwen2-f16.gguf");
+        let fixture =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/gguf/tiny-qwen2-f16.gguf");
         std::fs::copy(&fixture, dir.join("a.gguf")).unwrap();
-        assert_eq!(resolve_model(dir.to_str().unwrap(), true).unwrap(), dir.join("a.gguf"));
+        assert_eq!(
+            resolve_model(dir.to_str().unwrap(), true).unwrap(),
+            dir.join("a.gguf")
+        );
         std::fs::copy(&fixture, dir.join("b.gguf")).unwrap();
-        let err = resolve_model(dir.to_str().unwrap(), true).unwrap_err().to_string();
+        let err = resolve_model(dir.to_str().unwrap(), true)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("a.gguf") && err.contains("b.gguf"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
         let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
-        let err = resolve_model(readme.to_str().unwrap(), true).unwrap_err().to_string();
+        let err = resolve_model(readme.to_str().unwrap(), true)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not a GGUF file"), "{err}");
     }
 

@@ -202,7 +202,7 @@ fn load(settings: &Settings) -> Result<Loaded, ServerError> {
     let engine = pagoda_runtime::start(engine_config)?;
     tracing::info!(
         model = %engine.info().model_dir.display(),
-        weights = %engine.info().weight_dtype,
+        weights = %engine.info().weight_types,
         kv_blocks = engine.info().kv_cache.num_blocks,
         kv_bytes = engine.info().kv_cache_bytes,
         "model loaded"

@@ -91,7 +91,7 @@ pub fn config_from_gguf(file: &GgufFile) -> Result<ModelConfig> {
     // Llama 3.x files carry their long-context frequency divisors as a tensor.
     if let Some(info) = file.tensor("rope_freqs.weight") {
         let factors = super::weights::float_values(file, info)?;
-        if factors.len() != config.head_dim / 2 || factors.iter().any(|f| !(*f > 0.0)) {
+        if factors.len() != config.head_dim / 2 || factors.iter().any(|f| f.is_nan() || *f <= 0.0) {
             return Err(ModelError::field(
                 "rope_freqs",
                 format!(

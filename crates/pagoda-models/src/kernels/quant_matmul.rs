@@ -19,10 +19,12 @@ use pagoda_gguf::TensorType;
 
 /// Batches up to this many tokens use the decode tiles (more rows, fewer tokens).
 const DECODE_TOKENS: usize = 3;
-/// Rows per parallel task in decode, at most: enough tasks to balance a few dozen cores.
-const DECODE_ROWS_PER_TASK: usize = 128;
-/// Rows per task in prefill: a task's weights stay in cache while every token passes.
-const PREFILL_ROWS_PER_TASK: usize = 16;
+/// Rows per parallel task, at most: enough tasks to balance a few dozen cores, and in
+/// prefill few enough tasks that the activations are not streamed again for each.
+const ROWS_PER_TASK: usize = 128;
+/// Tokens whose activations a task keeps in cache while its rows pass (64 x 896 f32 is
+/// 224 KiB; a 128-row task's Q8_0 weights another 119 KiB).
+const TOKEN_BLOCK: usize = 64;
 
 #[derive(Clone, Copy)]
 struct OutPtr(*mut f32);
@@ -57,7 +59,7 @@ pub fn quant_matmul_with(isa: Isa, w: &QuantMatrix, x: &[f32], n: usize, out: &m
         n,
         stride: w.rows,
     };
-    let tasks = plan(w, n, rayon::current_num_threads());
+    let tasks = plan(w, rayon::current_num_threads());
     let out = OutPtr(out.as_mut_ptr());
     tasks.into_par_iter().for_each(|task| {
         let part = &w.parts[task.part];
@@ -65,16 +67,12 @@ pub fn quant_matmul_with(isa: Isa, w: &QuantMatrix, x: &[f32], n: usize, out: &m
     });
 }
 
-/// Splits every part's rows into tasks. Decode: about a multiple of the thread count, each
-/// a multiple of 4 rows; prefill: tiles of `PREFILL_ROWS_PER_TASK` rows.
-fn plan(w: &QuantMatrix, n: usize, threads: usize) -> Vec<Task> {
-    let per_task = if n <= DECODE_TOKENS {
-        let threads = threads.max(1);
-        let tasks = threads * w.rows.div_ceil(threads * DECODE_ROWS_PER_TASK);
-        w.rows.div_ceil(tasks).next_multiple_of(4)
-    } else {
-        PREFILL_ROWS_PER_TASK
-    };
+/// Splits every part's rows into tasks: about a multiple of the thread count, each a
+/// multiple of 4 rows and at most `ROWS_PER_TASK`.
+fn plan(w: &QuantMatrix, threads: usize) -> Vec<Task> {
+    let threads = threads.max(1);
+    let tasks = threads * w.rows.div_ceil(threads * ROWS_PER_TASK);
+    let per_task = w.rows.div_ceil(tasks).next_multiple_of(4);
     let mut tasks = Vec::new();
     let mut col = 0;
     for (index, part) in w.parts.iter().enumerate() {
@@ -138,24 +136,31 @@ unsafe fn sweep_rows<S: Simd16, F: Format>(
         (false, true) => (2, 6),
         (false, false) => (1, 3),
     };
-    let mut r = 0;
-    while r < task.num_rows {
-        let step = match (task.num_rows - r).min(max_r) {
-            4 => 4,
-            2 | 3 => 2,
-            _ => 1,
-        };
-        let tile = Tile {
-            rows: rows.as_ptr().add(r * row_bytes),
-            row_bytes,
-            col: task.col + r,
-        };
-        match step {
-            4 => over_tokens::<S, F, 4>(tile, call, x, out, max_t),
-            2 => over_tokens::<S, F, 2>(tile, call, x, out, max_t),
-            _ => over_tokens::<S, F, 1>(tile, call, x, out, max_t),
+    // Token blocks outermost: a block's activations stay in cache while every row passes,
+    // and the task's rows stay in cache from block to block.
+    let mut t0 = 0;
+    while t0 < call.n {
+        let tokens = t0..(t0 + TOKEN_BLOCK).min(call.n);
+        let mut r = 0;
+        while r < task.num_rows {
+            let step = match (task.num_rows - r).min(max_r) {
+                4 => 4,
+                2 | 3 => 2,
+                _ => 1,
+            };
+            let tile = Tile {
+                rows: rows.as_ptr().add(r * row_bytes),
+                row_bytes,
+                col: task.col + r,
+            };
+            match step {
+                4 => over_tokens::<S, F, 4>(tile, call, x, out, tokens.clone(), max_t),
+                2 => over_tokens::<S, F, 2>(tile, call, x, out, tokens.clone(), max_t),
+                _ => over_tokens::<S, F, 1>(tile, call, x, out, tokens.clone(), max_t),
+            }
+            r += step;
         }
-        r += step;
+        t0 = tokens.end;
     }
 }
 
@@ -173,11 +178,12 @@ unsafe fn over_tokens<S: Simd16, F: Format, const R: usize>(
     call: Call,
     x: &[f32],
     out: OutPtr,
+    tokens: std::ops::Range<usize>,
     max_t: usize,
 ) {
-    let mut t = 0;
-    while t < call.n {
-        let tt = (call.n - t).min(max_t);
+    let mut t = tokens.start;
+    while t < tokens.end {
+        let tt = (tokens.end - t).min(max_t);
         macro_rules! go {
             ($T:literal) => {
                 tile_kernel::<S, F, R, $T>(tile, call, x, t, out)

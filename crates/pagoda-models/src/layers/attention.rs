@@ -53,6 +53,11 @@ impl SelfAttention {
         })
     }
 
+    pub fn for_each_weight(&self, f: &mut dyn FnMut(&crate::weight_matrix::WeightMatrix)) {
+        f(&self.qkv.weight);
+        f(&self.o_proj.weight);
+    }
+
     pub fn weight_bytes(&self) -> usize {
         self.qkv.weight.size_in_bytes() + self.o_proj.weight.size_in_bytes()
     }

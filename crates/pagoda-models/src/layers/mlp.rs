@@ -25,6 +25,11 @@ impl GatedMlp {
         })
     }
 
+    pub fn for_each_weight(&self, f: &mut dyn FnMut(&crate::weight_matrix::WeightMatrix)) {
+        f(&self.gate_up.weight);
+        f(&self.down.weight);
+    }
+
     pub fn weight_bytes(&self) -> usize {
         self.gate_up.weight.size_in_bytes() + self.down.weight.size_in_bytes()
     }

@@ -62,7 +62,7 @@ impl QuantPart {
         let (values, block) = tensor_type
             .block()
             .ok_or_else(|| format!("tensor type {tensor_type} is not supported"))?;
-        if cols % values != 0 || cols % 32 != 0 {
+        if !cols.is_multiple_of(values) || !cols.is_multiple_of(32) {
             return Err(format!(
                 "rows of {cols} values are not whole {tensor_type} blocks of 32"
             ));

@@ -73,7 +73,7 @@ pub fn run(args: BenchForwardArgs) -> anyhow::Result<()> {
         dir.display(),
         cfg.num_layers,
         cfg.hidden_size,
-        dtype,
+        model.weight_types(),
         model.weight_bytes() as f64 / (1 << 20) as f64,
         kv_dtype,
         shape.num_blocks,
@@ -81,7 +81,8 @@ pub fn run(args: BenchForwardArgs) -> anyhow::Result<()> {
         rayon_threads(),
         isa,
     );
-    let cost = ForwardCost::new(&cfg, dtype.size_in_bytes(), kv_dtype);
+    let bytes_per_param = ForwardCost::bytes_per_param(&cfg, model.weight_bytes());
+    let cost = ForwardCost::new(&cfg, bytes_per_param, kv_dtype);
     let mut runner = ModelRunner::new(model, shape);
     warm_up(&mut runner, block_size)?;
     if !args.json {

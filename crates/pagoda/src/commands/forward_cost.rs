@@ -11,7 +11,9 @@ pub struct ForwardCost {
     /// Weights every token multiplies with: attention and MLP projections and the LM head
     /// (embedding lookups read one row and are left out).
     matmul_params: u64,
-    weight_bytes_per_param: u64,
+    /// Bytes the LM head and projections take together (2 per weight for f16; about 1.06
+    /// for Q8_0, mixed for Q4_K_M files).
+    matmul_bytes: u64,
     /// KV bytes one token of context adds over all layers (keys and values).
     kv_bytes_per_token: u64,
     /// Query heads x head_dim x layers: what attention multiplies per token of context.
@@ -19,9 +21,10 @@ pub struct ForwardCost {
 }
 
 impl ForwardCost {
+    /// `weight_bytes_per_param`: the bytes of the model's matrices over their weights.
     pub fn new(
         cfg: &ModelConfig,
-        weight_bytes_per_param: usize,
+        weight_bytes_per_param: f64,
         kv_dtype: WeightDtype,
     ) -> ForwardCost {
         let h = cfg.hidden_size as u64;
@@ -29,12 +32,25 @@ impl ForwardCost {
         let kv = (cfg.num_kv_heads * cfg.head_dim) as u64;
         let per_layer = h * q + 2 * h * kv + q * h + 3 * h * cfg.intermediate_size as u64;
         let layers = cfg.num_layers as u64;
+        let matmul_params = layers * per_layer + cfg.vocab_size as u64 * h;
         ForwardCost {
-            matmul_params: layers * per_layer + cfg.vocab_size as u64 * h,
-            weight_bytes_per_param: weight_bytes_per_param as u64,
+            matmul_params,
+            matmul_bytes: (matmul_params as f64 * weight_bytes_per_param) as u64,
             kv_bytes_per_token: KvCacheShape::bytes_per_block(cfg, 1, kv_dtype),
             attention_width: layers * q,
         }
+    }
+
+    /// Bytes per weight of a model holding `weight_bytes` of matrices (untied embeddings
+    /// counted besides the head).
+    pub fn bytes_per_param(cfg: &ModelConfig, weight_bytes: usize) -> f64 {
+        let probe = ForwardCost::new(cfg, 1.0, WeightDtype::F32);
+        let embed = if cfg.tie_word_embeddings {
+            0
+        } else {
+            (cfg.vocab_size * cfg.hidden_size) as u64
+        };
+        weight_bytes as f64 / (probe.matmul_params + embed) as f64
     }
 
     /// Decoding `steps` tokens for `batch` sequences that start at `context` tokens: the
@@ -43,8 +59,7 @@ impl ForwardCost {
         // Sum over the steps of the context each step attends to.
         let attended = steps * context + steps * steps.saturating_sub(1) / 2 + steps;
         Work {
-            bytes: steps * self.matmul_params * self.weight_bytes_per_param
-                + batch * attended * self.kv_bytes_per_token,
+            bytes: steps * self.matmul_bytes + batch * attended * self.kv_bytes_per_token,
             flops: batch * (steps * 2 * self.matmul_params + 4 * self.attention_width * attended),
         }
     }
@@ -53,8 +68,7 @@ impl ForwardCost {
     pub fn prefill(&self, batch: u64, len: u64, passes: u64) -> Work {
         let attended = len * (len + 1) / 2;
         Work {
-            bytes: passes * self.matmul_params * self.weight_bytes_per_param
-                + batch * attended * self.kv_bytes_per_token,
+            bytes: passes * self.matmul_bytes + batch * attended * self.kv_bytes_per_token,
             flops: batch * (len * 2 * self.matmul_params + 4 * self.attention_width * attended),
         }
     }
@@ -90,7 +104,7 @@ mod tests {
     #[test]
     fn the_qwen_half_billion_shape_has_the_published_parameter_count() {
         let cfg = qwen_05b();
-        let cost = ForwardCost::new(&cfg, 2, WeightDtype::F16);
+        let cost = ForwardCost::new(&cfg, 2.0, WeightDtype::F16);
         // 494M parameters: 358M in the layers' projections and 136M in the (tied) embedding,
         // less the norms and biases this count leaves out.
         let params = cost.matmul_params;
@@ -103,7 +117,7 @@ mod tests {
 
     #[test]
     fn attention_work_grows_with_the_context_and_the_batch() {
-        let cost = ForwardCost::new(&qwen_05b(), 2, WeightDtype::F16);
+        let cost = ForwardCost::new(&qwen_05b(), 2.0, WeightDtype::F16);
         let short = cost.decode(1, 0, 64);
         let long = cost.decode(1, 4096, 64);
         assert_eq!(

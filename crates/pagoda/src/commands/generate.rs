@@ -49,7 +49,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     eprintln!(
         "{:?}, {} weights ({:.0} MiB); KV cache {} blocks of {} tokens ({:.0} MiB), max model length {}",
         info.architecture,
-        info.weight_dtype,
+        info.weight_types,
         info.weight_bytes as f64 / (1 << 20) as f64,
         info.kv_cache.num_blocks,
         info.kv_cache.block_size,
