@@ -136,6 +136,9 @@ unsafe fn sweep_rows<S: Simd16, F: Format>(
         (false, true) => (2, 6),
         (false, false) => (1, 3),
     };
+    if call.n > DECODE_TOKENS && !F::IS_F32 {
+        return sweep_rows_decoded::<S, F>(rows, row_bytes, call, x, task, out, max_r, max_t);
+    }
     // Token blocks outermost: a block's activations stay in cache while every row passes,
     // and the task's rows stay in cache from block to block.
     let mut t0 = 0;
@@ -159,6 +162,63 @@ unsafe fn sweep_rows<S: Simd16, F: Format>(
                 _ => over_tokens::<S, F, 1>(tile, call, x, out, tokens.clone(), max_t),
             }
             r += step;
+        }
+        t0 = tokens.end;
+    }
+}
+
+/// Rows decoded to f32 at once for prefill (8 rows of a 4864-wide matrix: 152 KiB).
+const DECODED_ROWS: usize = 8;
+
+/// Prefill: each group of rows is decoded once per token block into f32 rows, which the
+/// f32 tiles then multiply, so the decoding is shared by a block's 64 tokens rather than a
+/// tile's 6. The f32 values are the decoded weights bit for bit, summed in the same order:
+/// results are the decode path's exactly.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn sweep_rows_decoded<S: Simd16, F: Format>(
+    rows: &[u8],
+    row_bytes: usize,
+    call: Call,
+    x: &[f32],
+    task: Task,
+    out: OutPtr,
+    max_r: usize,
+    max_t: usize,
+) {
+    let chunks = call.cols / 32;
+    let mut decoded = vec![0.0f32; DECODED_ROWS * call.cols];
+    let decoded_row_bytes = call.cols * 4;
+    let mut t0 = 0;
+    while t0 < call.n {
+        let tokens = t0..(t0 + TOKEN_BLOCK).min(call.n);
+        let mut g = 0;
+        while g < task.num_rows {
+            let group = DECODED_ROWS.min(task.num_rows - g);
+            for i in 0..group {
+                let row = rows.as_ptr().add((g + i) * row_bytes);
+                let dst = decoded.as_mut_ptr().add(i * call.cols);
+                for c in 0..chunks {
+                    let (a, b) = F::decode32::<S>(row, c);
+                    a.store(dst.add(32 * c));
+                    b.store(dst.add(32 * c + 16));
+                }
+            }
+            let mut r = 0;
+            while r < group {
+                let step = if group - r >= 2 && max_r >= 2 { 2 } else { 1 };
+                let tile = Tile {
+                    rows: (decoded.as_ptr() as *const u8).add(r * decoded_row_bytes),
+                    row_bytes: decoded_row_bytes,
+                    col: task.col + g + r,
+                };
+                match step {
+                    2 => over_tokens::<S, F32Rows, 2>(tile, call, x, out, tokens.clone(), max_t),
+                    _ => over_tokens::<S, F32Rows, 1>(tile, call, x, out, tokens.clone(), max_t),
+                }
+                r += step;
+            }
+            g += group;
         }
         t0 = tokens.end;
     }

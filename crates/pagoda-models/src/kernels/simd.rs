@@ -34,8 +34,13 @@ pub trait Simd16: Copy {
     /// widening into an insert that waits for whatever the register last held (the
     /// accumulators, which serialised the quantized matmul).
     unsafe fn splat_f16(bits: u16) -> Self;
-    /// Bit `l` of `word` in lane `l` (0.0 or 1.0): the fifth bits of Q5_0/Q5_1 blocks.
+    /// Bit `l` of `word` in lane `l` (0.0 or 1.0): the high bits of Q5_K blocks.
     unsafe fn bits16(word: u32) -> Self;
+    /// `self + v` in the lanes whose bit of `word` is set, `self` elsewhere: the fifth
+    /// bits of Q5_0/Q5_1 blocks (one masked add on AVX-512).
+    unsafe fn add_where_bits(self, word: u32, v: f32) -> Self;
+    /// The low and the high nibbles of 16 bytes, as f32.
+    unsafe fn load_u8_nibbles(p: *const u8) -> (Self, Self);
     /// `a > b ? a : b` per lane (x86 `max` semantics, NaN included, on every path).
     unsafe fn max(a: Self, b: Self) -> Self;
     /// Rounds to the nearest integer, ties to even.
@@ -202,6 +207,23 @@ impl Simd16 for Scalar {
         Scalar(std::array::from_fn(|l| ((word >> l) & 1) as f32))
     }
     #[inline(always)]
+    unsafe fn add_where_bits(self, word: u32, v: f32) -> Self {
+        Scalar(std::array::from_fn(|l| {
+            if (word >> l) & 1 == 1 {
+                self.0[l] + v
+            } else {
+                self.0[l]
+            }
+        }))
+    }
+    #[inline(always)]
+    unsafe fn load_u8_nibbles(p: *const u8) -> (Self, Self) {
+        (
+            Scalar(std::array::from_fn(|l| (*p.add(l) & 15) as f32)),
+            Scalar(std::array::from_fn(|l| (*p.add(l) >> 4) as f32)),
+        )
+    }
+    #[inline(always)]
     unsafe fn load_u8_bits(p: *const u8, shift: u32, mask: i32) -> Self {
         Scalar(std::array::from_fn(|l| {
             ((i32::from(*p.add(l)) >> shift) & mask) as f32
@@ -253,10 +275,11 @@ mod x86 {
         _MM_FROUND_TO_NEAREST_INT,
     };
     use std::arch::x86_64::{
-        _mm256_and_si256, _mm256_cvtepi32_ps, _mm256_cvtepi8_epi32, _mm256_cvtepu8_epi32,
-        _mm256_set1_epi16, _mm256_setr_epi32, _mm256_srl_epi32, _mm256_srlv_epi32, _mm256_sub_ps,
-        _mm512_and_si512, _mm512_cvtepi32_ps, _mm512_cvtepi8_epi32, _mm512_cvtepu8_epi32,
-        _mm512_setr_epi32, _mm512_srl_epi32, _mm512_srlv_epi32, _mm512_sub_ps, _mm_cvtsi32_si128,
+        _mm256_and_si256, _mm256_blendv_ps, _mm256_cvtepi32_ps, _mm256_cvtepi8_epi32,
+        _mm256_cvtepu8_epi32, _mm256_set1_epi16, _mm256_setr_epi32, _mm256_srl_epi32,
+        _mm256_srli_epi32, _mm256_srlv_epi32, _mm256_sub_ps, _mm512_and_si512, _mm512_cvtepi32_ps,
+        _mm512_cvtepi8_epi32, _mm512_cvtepu8_epi32, _mm512_mask_add_ps, _mm512_setr_epi32,
+        _mm512_srl_epi32, _mm512_srli_epi32, _mm512_srlv_epi32, _mm512_sub_ps, _mm_cvtsi32_si128,
         _mm_loadl_epi64, _mm_set1_epi16,
     };
 
@@ -335,6 +358,39 @@ mod x86 {
             Avx2(
                 _mm256_cvtepi32_ps(_mm256_and_si256(lo, one)),
                 _mm256_cvtepi32_ps(_mm256_and_si256(hi, one)),
+            )
+        }
+        #[inline(always)]
+        unsafe fn add_where_bits(self, word: u32, v: f32) -> Self {
+            let w = _mm256_set1_epi32(word as i32);
+            let lo = _mm256_slli_epi32(
+                _mm256_srlv_epi32(w, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+                31,
+            );
+            let hi = _mm256_slli_epi32(
+                _mm256_srlv_epi32(w, _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15)),
+                31,
+            );
+            let v = _mm256_set1_ps(v);
+            Avx2(
+                _mm256_blendv_ps(self.0, _mm256_add_ps(self.0, v), _mm256_castsi256_ps(lo)),
+                _mm256_blendv_ps(self.1, _mm256_add_ps(self.1, v), _mm256_castsi256_ps(hi)),
+            )
+        }
+        #[inline(always)]
+        unsafe fn load_u8_nibbles(p: *const u8) -> (Self, Self) {
+            let a = _mm256_cvtepu8_epi32(_mm_loadl_epi64(p as *const __m128i));
+            let b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(p.add(8) as *const __m128i));
+            let m = _mm256_set1_epi32(15);
+            (
+                Avx2(
+                    _mm256_cvtepi32_ps(_mm256_and_si256(a, m)),
+                    _mm256_cvtepi32_ps(_mm256_and_si256(b, m)),
+                ),
+                Avx2(
+                    _mm256_cvtepi32_ps(_mm256_srli_epi32(a, 4)),
+                    _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4)),
+                ),
             )
         }
         #[inline(always)]
@@ -435,6 +491,26 @@ mod x86 {
                 bits,
                 _mm512_set1_epi32(1),
             )))
+        }
+        #[inline(always)]
+        unsafe fn add_where_bits(self, word: u32, v: f32) -> Self {
+            Avx512(_mm512_mask_add_ps(
+                self.0,
+                word as u16,
+                self.0,
+                _mm512_set1_ps(v),
+            ))
+        }
+        #[inline(always)]
+        unsafe fn load_u8_nibbles(p: *const u8) -> (Self, Self) {
+            let wide = _mm512_cvtepu8_epi32(_mm_loadu_si128(p as *const __m128i));
+            (
+                Avx512(_mm512_cvtepi32_ps(_mm512_and_si512(
+                    wide,
+                    _mm512_set1_epi32(15),
+                ))),
+                Avx512(_mm512_cvtepi32_ps(_mm512_srli_epi32(wide, 4))),
+            )
         }
         #[inline(always)]
         unsafe fn load_u8_bits(p: *const u8, shift: u32, mask: i32) -> Self {

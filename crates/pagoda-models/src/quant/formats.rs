@@ -11,6 +11,8 @@ use crate::kernels::simd::Simd16;
 pub trait Format: Copy + Send + Sync + 'static {
     const VALUES: usize;
     const BYTES: usize;
+    /// Rows already f32 (nothing to decode).
+    const IS_F32: bool = false;
     /// Values `32 * chunk .. 32 * chunk + 32` of the row at `row`.
     ///
     /// # Safety
@@ -50,6 +52,7 @@ pub struct Q6K;
 impl Format for F32Rows {
     const VALUES: usize = 1;
     const BYTES: usize = 4;
+    const IS_F32: bool = true;
     #[inline(always)]
     unsafe fn decode32<S: Simd16>(row: *const u8, chunk: usize) -> (S, S) {
         let p = (row as *const f32).add(32 * chunk);
@@ -100,8 +103,8 @@ impl Format for Q4_0 {
         let b = row.add(chunk * Self::BYTES);
         let d = f16_at::<S>(b);
         let eight = S::splat(8.0);
-        let lo = S::sub(S::load_u8_bits(b.add(2), 0, 15), eight);
-        let hi = S::sub(S::load_u8_bits(b.add(2), 4, 15), eight);
+        let (lo, hi) = S::load_u8_nibbles(b.add(2));
+        let (lo, hi) = (S::sub(lo, eight), S::sub(hi, eight));
         (S::mul(d, lo), S::mul(d, hi))
     }
 }
@@ -114,17 +117,21 @@ impl Format for Q4_1 {
     unsafe fn decode32<S: Simd16>(row: *const u8, chunk: usize) -> (S, S) {
         let b = row.add(chunk * Self::BYTES);
         let (d, m) = (f16_at::<S>(b), f16_at::<S>(b.add(2)));
-        let lo = S::load_u8_bits(b.add(4), 0, 15);
-        let hi = S::load_u8_bits(b.add(4), 4, 15);
+        let (lo, hi) = S::load_u8_nibbles(b.add(4));
         (S::add(S::mul(d, lo), m), S::add(S::mul(d, hi), m))
     }
 }
 
-/// The fifth bits of a Q5_0/Q5_1 block: bit `i` of a little-endian u32 for value `i`.
+/// The 32 values of a Q5_0/Q5_1 block before scaling: nibbles from `qs`, plus 16 where bit
+/// `i` of the little-endian u32 at `qh` is set (small integers: exact in f32).
 #[inline(always)]
-unsafe fn fifth_bits<S: Simd16>(qh: *const u8) -> (S, S) {
+unsafe fn five_bit_values<S: Simd16>(qh: *const u8, qs: *const u8) -> (S, S) {
     let word = u32::from_le_bytes([*qh, *qh.add(1), *qh.add(2), *qh.add(3)]);
-    (S::bits16(word), S::bits16(word >> 16))
+    let (lo, hi) = S::load_u8_nibbles(qs);
+    (
+        lo.add_where_bits(word, 16.0),
+        hi.add_where_bits(word >> 16, 16.0),
+    )
 }
 
 /// `[d: f16][qh: u32][16 bytes]`: nibbles as Q4_0 plus a fifth bit; value `d * (q - 16)`.
@@ -135,12 +142,12 @@ impl Format for Q5_0 {
     unsafe fn decode32<S: Simd16>(row: *const u8, chunk: usize) -> (S, S) {
         let b = row.add(chunk * Self::BYTES);
         let d = f16_at::<S>(b);
-        let (h0, h1) = fifth_bits::<S>(b.add(2));
-        let (sixteen, qs) = (S::splat(16.0), b.add(6));
-        // Small integers: exact in f32.
-        let lo = S::sub(S::fma(h0, sixteen, S::load_u8_bits(qs, 0, 15)), sixteen);
-        let hi = S::sub(S::fma(h1, sixteen, S::load_u8_bits(qs, 4, 15)), sixteen);
-        (S::mul(d, lo), S::mul(d, hi))
+        let (lo, hi) = five_bit_values::<S>(b.add(2), b.add(6));
+        let sixteen = S::splat(16.0);
+        (
+            S::mul(d, S::sub(lo, sixteen)),
+            S::mul(d, S::sub(hi, sixteen)),
+        )
     }
 }
 
@@ -152,10 +159,7 @@ impl Format for Q5_1 {
     unsafe fn decode32<S: Simd16>(row: *const u8, chunk: usize) -> (S, S) {
         let b = row.add(chunk * Self::BYTES);
         let (d, m) = (f16_at::<S>(b), f16_at::<S>(b.add(2)));
-        let (h0, h1) = fifth_bits::<S>(b.add(4));
-        let (sixteen, qs) = (S::splat(16.0), b.add(8));
-        let lo = S::fma(h0, sixteen, S::load_u8_bits(qs, 0, 15));
-        let hi = S::fma(h1, sixteen, S::load_u8_bits(qs, 4, 15));
+        let (lo, hi) = five_bit_values::<S>(b.add(4), b.add(8));
         (S::add(S::mul(d, lo), m), S::add(S::mul(d, hi), m))
     }
 }
