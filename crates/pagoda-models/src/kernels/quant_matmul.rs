@@ -32,7 +32,8 @@ struct OutPtr(*mut f32);
 unsafe impl Send for OutPtr {}
 unsafe impl Sync for OutPtr {}
 
-/// One task: rows `rows` of part `part`, written to output columns from `col`.
+/// One task: `num_rows` rows of part `part` from `first_row`, written to output columns
+/// from `col`.
 #[derive(Clone, Copy)]
 struct Task {
     part: usize,

@@ -34,8 +34,6 @@ pub trait Simd16: Copy {
     /// widening into an insert that waits for whatever the register last held (the
     /// accumulators, which serialised the quantized matmul).
     unsafe fn splat_f16(bits: u16) -> Self;
-    /// Bit `l` of `word` in lane `l` (0.0 or 1.0): the high bits of Q5_K blocks.
-    unsafe fn bits16(word: u32) -> Self;
     /// `self + v` in the lanes whose bit of `word` is set, `self` elsewhere: the fifth
     /// bits of Q5_0/Q5_1 blocks (one masked add on AVX-512).
     unsafe fn add_where_bits(self, word: u32, v: f32) -> Self;
@@ -203,10 +201,6 @@ impl Simd16 for Scalar {
         Scalar([f16::from_bits(bits).to_f32(); LANES])
     }
     #[inline(always)]
-    unsafe fn bits16(word: u32) -> Self {
-        Scalar(std::array::from_fn(|l| ((word >> l) & 1) as f32))
-    }
-    #[inline(always)]
     unsafe fn add_where_bits(self, word: u32, v: f32) -> Self {
         Scalar(std::array::from_fn(|l| {
             if (word >> l) & 1 == 1 {
@@ -278,9 +272,8 @@ mod x86 {
         _mm256_and_si256, _mm256_blendv_ps, _mm256_cvtepi32_ps, _mm256_cvtepi8_epi32,
         _mm256_cvtepu8_epi32, _mm256_set1_epi16, _mm256_setr_epi32, _mm256_srl_epi32,
         _mm256_srli_epi32, _mm256_srlv_epi32, _mm256_sub_ps, _mm512_and_si512, _mm512_cvtepi32_ps,
-        _mm512_cvtepi8_epi32, _mm512_cvtepu8_epi32, _mm512_mask_add_ps, _mm512_setr_epi32,
-        _mm512_srl_epi32, _mm512_srli_epi32, _mm512_srlv_epi32, _mm512_sub_ps, _mm_cvtsi32_si128,
-        _mm_loadl_epi64, _mm_set1_epi16,
+        _mm512_cvtepi8_epi32, _mm512_cvtepu8_epi32, _mm512_mask_add_ps, _mm512_srl_epi32,
+        _mm512_srli_epi32, _mm512_sub_ps, _mm_cvtsi32_si128, _mm_loadl_epi64, _mm_set1_epi16,
     };
 
     /// Lanes 0-7 and 8-15 in two AVX2 registers.
@@ -348,17 +341,6 @@ mod x86 {
         unsafe fn splat_f16(bits: u16) -> Self {
             let v = _mm256_cvtph_ps(_mm_set1_epi16(bits as i16));
             Avx2(v, v)
-        }
-        #[inline(always)]
-        unsafe fn bits16(word: u32) -> Self {
-            let w = _mm256_set1_epi32(word as i32);
-            let one = _mm256_set1_epi32(1);
-            let lo = _mm256_srlv_epi32(w, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-            let hi = _mm256_srlv_epi32(w, _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15));
-            Avx2(
-                _mm256_cvtepi32_ps(_mm256_and_si256(lo, one)),
-                _mm256_cvtepi32_ps(_mm256_and_si256(hi, one)),
-            )
         }
         #[inline(always)]
         unsafe fn add_where_bits(self, word: u32, v: f32) -> Self {
@@ -482,15 +464,6 @@ mod x86 {
         #[inline(always)]
         unsafe fn splat_f16(bits: u16) -> Self {
             Avx512(_mm512_cvtph_ps(_mm256_set1_epi16(bits as i16)))
-        }
-        #[inline(always)]
-        unsafe fn bits16(word: u32) -> Self {
-            let shifts = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-            let bits = _mm512_srlv_epi32(_mm512_set1_epi32(word as i32), shifts);
-            Avx512(_mm512_cvtepi32_ps(_mm512_and_si512(
-                bits,
-                _mm512_set1_epi32(1),
-            )))
         }
         #[inline(always)]
         unsafe fn add_where_bits(self, word: u32, v: f32) -> Self {
