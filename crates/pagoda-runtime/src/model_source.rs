@@ -89,14 +89,23 @@ fn looks_like_hub_id(spec: &str) -> bool {
         })
 }
 
-fn download(repo_id: &str, with_weights: bool) -> Result<PathBuf> {
-    let hub_error =
-        |e: hf_hub::api::sync::ApiError| RuntimeError::ModelNotFound(format!("{repo_id}: {e}"));
+/// A hub error as the one-line "model not found" the user sees.
+fn hub_error(repo_id: &str, e: hf_hub::api::sync::ApiError) -> RuntimeError {
+    RuntimeError::ModelNotFound(format!("{repo_id}: {e}"))
+}
+
+/// The hub repo `repo_id`, downloads shown with a progress bar.
+fn hub_repo(repo_id: &str) -> Result<hf_hub::api::sync::ApiRepo> {
     let api = hf_hub::api::sync::ApiBuilder::new()
         .with_progress(true)
         .build()
-        .map_err(hub_error)?;
-    let repo = api.model(repo_id.to_string());
+        .map_err(|e| hub_error(repo_id, e))?;
+    Ok(api.model(repo_id.to_string()))
+}
+
+fn download(repo_id: &str, with_weights: bool) -> Result<PathBuf> {
+    let hub_error = |e| hub_error(repo_id, e);
+    let repo = hub_repo(repo_id)?;
     let mut dir = None;
     for file in REQUIRED_FILES {
         let local = match repo.get(file) {
@@ -134,13 +143,8 @@ fn download(repo_id: &str, with_weights: bool) -> Result<PathBuf> {
 
 /// Downloads the one GGUF file of `repo_id` that `quant` names (or its only one).
 fn download_gguf(repo_id: &str, quant: Option<&str>) -> Result<PathBuf> {
-    let hub_error =
-        |e: hf_hub::api::sync::ApiError| RuntimeError::ModelNotFound(format!("{repo_id}: {e}"));
-    let api = hf_hub::api::sync::ApiBuilder::new()
-        .with_progress(true)
-        .build()
-        .map_err(hub_error)?;
-    let repo = api.model(repo_id.to_string());
+    let hub_error = |e| hub_error(repo_id, e);
+    let repo = hub_repo(repo_id)?;
     let info = repo.info().map_err(hub_error)?;
     let names: Vec<String> = info.siblings.into_iter().map(|s| s.rfilename).collect();
     let file = pick_gguf(&names, quant)

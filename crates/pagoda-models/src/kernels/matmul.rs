@@ -21,7 +21,7 @@ const DECODE_PANELS_PER_TASK: usize = 8;
 
 /// Raw output pointer shared by tasks that write disjoint columns.
 #[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
+pub(super) struct OutPtr(pub(super) *mut f32);
 // SAFETY: tasks write disjoint elements (each owns a range of output columns).
 unsafe impl Send for OutPtr {}
 unsafe impl Sync for OutPtr {}

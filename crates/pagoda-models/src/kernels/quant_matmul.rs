@@ -10,6 +10,7 @@
 use rayon::prelude::*;
 
 use super::isa::Isa;
+use super::matmul::OutPtr;
 use super::simd::{multiversion, prefetch, Simd16, LANES};
 use crate::quant::formats::{
     Bf16Rows, F16Rows, F32Rows, Format, Q4K, Q4_0, Q4_1, Q5K, Q5_0, Q5_1, Q6K, Q8_0,
@@ -25,12 +26,6 @@ const ROWS_PER_TASK: usize = 128;
 /// Tokens whose activations a task keeps in cache while its rows pass (64 x 896 f32 is
 /// 224 KiB; a 128-row task's Q8_0 weights another 119 KiB).
 const TOKEN_BLOCK: usize = 64;
-
-#[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
-// SAFETY: tasks write disjoint output columns.
-unsafe impl Send for OutPtr {}
-unsafe impl Sync for OutPtr {}
 
 /// One task: `num_rows` rows of part `part` from `first_row`, written to output columns
 /// from `col`.
