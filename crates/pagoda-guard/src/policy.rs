@@ -72,7 +72,15 @@ pub struct Policy {
     pub screen_roles: Vec<String>,
     pub canary: bool,
     pub on_canary_leak: LeakAction,
+    /// An output that repeats this many bytes (after folding case and spaces) of the system
+    /// prompt verbatim is a leak even without the canary, and the response ends; 0 turns
+    /// the check off.
+    pub prompt_overlap: usize,
 }
+
+/// `prompt_overlap` by default: about eight words, longer than the stock phrases a model
+/// says on its own ("I am a helpful assistant").
+pub const DEFAULT_PROMPT_OVERLAP: usize = 48;
 
 impl Default for Policy {
     fn default() -> Self {
@@ -94,9 +102,14 @@ impl Default for Policy {
             injection_threshold: 0.5,
             injection_action: InjectionAction::Block,
             injection_classifier: false,
-            screen_roles: vec!["user".into(), "tool".into()],
+            // Every role the client writes except `system` (operators' own instructions).
+            screen_roles: ["user", "tool", "assistant", "developer", "function"]
+                .map(String::from)
+                .to_vec(),
             canary: true,
-            on_canary_leak: LeakAction::Redact,
+            // Redacting only the canary lets the rest of a recited system prompt through.
+            on_canary_leak: LeakAction::End,
+            prompt_overlap: DEFAULT_PROMPT_OVERLAP,
         }
     }
 }
@@ -148,6 +161,14 @@ impl Policy {
         if let Some(v) = spec.on_canary_leak {
             p.on_canary_leak = v;
         }
+        if let Some(v) = spec.prompt_overlap {
+            if v != 0 && v < 16 {
+                return Err(GuardError::Policy(format!(
+                    "prompt_overlap must be 0 (off) or at least 16 bytes, got {v}"
+                )));
+            }
+            p.prompt_overlap = v;
+        }
         Ok(p)
     }
 }
@@ -171,6 +192,7 @@ struct PolicySpec {
     screen_roles: Option<Vec<String>>,
     canary: Option<bool>,
     on_canary_leak: Option<LeakAction>,
+    prompt_overlap: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]

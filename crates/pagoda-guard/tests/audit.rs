@@ -28,6 +28,7 @@ fn event(i: usize) -> AuditEvent {
         rules: vec![RuleId("override.ignore_previous".into())],
         injection_score: Some(0.9),
         canary_leaked: false,
+        prompt_leaked: false,
     }
 }
 

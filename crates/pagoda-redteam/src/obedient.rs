@@ -46,7 +46,15 @@ async fn chat(State(target): State<Target>, Json(body): Json<Value>) -> Response
             ms.iter()
                 .map(|m| {
                     let role = m["role"].as_str().unwrap_or("user").to_string();
-                    let content = m["content"].as_str().unwrap_or_default().to_string();
+                    // Text parts joined, as Pagoda's server hands them to the template.
+                    let content = match &m["content"] {
+                        Value::Array(parts) => parts
+                            .iter()
+                            .filter_map(|p| p["text"].as_str())
+                            .collect::<Vec<_>>()
+                            .join("\n"),
+                        other => other.as_str().unwrap_or_default().to_string(),
+                    };
                     (role, content)
                 })
                 .collect()
@@ -69,7 +77,7 @@ async fn chat(State(target): State<Target>, Json(body): Json<Value>) -> Response
         .iter()
         .map(|(role, text)| MessageText { role, text })
         .collect();
-    let screened = guard.screen(policy, &texts);
+    let screened = guard.screen(policy, &texts, &[]);
     if let Some(refusal) = &screened.refusal {
         let (code, message) = match refusal {
             Refusal::Pii(kinds) => (

@@ -37,21 +37,36 @@ pub struct Probe {
 #[serde(untagged)]
 pub enum Turn {
     User(String),
-    Message { role: String, content: String },
+    Message {
+        role: String,
+        content: String,
+    },
+    /// Content sent as text parts: each may pass a filter that the joined text would not.
+    Parts {
+        role: String,
+        parts: Vec<String>,
+    },
 }
 
 impl Turn {
     pub fn role(&self) -> &str {
         match self {
             Turn::User(_) => "user",
-            Turn::Message { role, .. } => role,
+            Turn::Message { role, .. } | Turn::Parts { role, .. } => role,
         }
     }
 
-    pub fn content(&self) -> &str {
-        match self {
-            Turn::User(c) | Turn::Message { content: c, .. } => c,
-        }
+    /// The chat message, with `{canary}` replaced.
+    pub fn message(&self, canary: &str) -> serde_json::Value {
+        let fill = |text: &str| text.replace("{canary}", canary);
+        let content = match self {
+            Turn::User(c) | Turn::Message { content: c, .. } => serde_json::json!(fill(c)),
+            Turn::Parts { parts, .. } => parts
+                .iter()
+                .map(|p| serde_json::json!({"type": "text", "text": fill(p)}))
+                .collect(),
+        };
+        serde_json::json!({"role": self.role(), "content": content})
     }
 }
 
@@ -76,7 +91,7 @@ pub enum DetectorSpec {
     },
 }
 
-const BUILTIN: [(&str, &str); 6] = [
+const BUILTIN: [(&str, &str); 7] = [
     (
         "roleplay_jailbreak",
         include_str!("../probes/roleplay_jailbreak.yaml"),
@@ -100,6 +115,10 @@ const BUILTIN: [(&str, &str); 6] = [
     (
         "multi_turn_escalation",
         include_str!("../probes/multi_turn_escalation.yaml"),
+    ),
+    (
+        "guard_evasion",
+        include_str!("../probes/guard_evasion.yaml"),
     ),
 ];
 

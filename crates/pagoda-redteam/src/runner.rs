@@ -103,9 +103,7 @@ async fn run_once(client: &Client, judge: &Judge, probe: &Probe, attempt: usize)
     }
     let mut replies = Vec::new();
     for (i, turn) in probe.turns.iter().enumerate() {
-        messages.push(
-            json!({"role": turn.role(), "content": turn.content().replace("{canary}", &canary)}),
-        );
+        messages.push(turn.message(&canary));
         let last = i + 1 == probe.turns.len();
         if !last && probe.turns[i + 1].role() != "user" {
             continue;

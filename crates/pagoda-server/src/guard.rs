@@ -19,7 +19,10 @@ use pagoda_runtime::RequestOutput;
 use pagoda_text::chat_template::{ChatMessage, MessageContent};
 use pagoda_text::Tokenizer;
 
+use serde_json::Value;
+
 use crate::error::{ApiError, ServerError};
+use crate::pipeline::validate::ChatInput;
 use crate::wire::request::PromptInput;
 use pagoda_gateway::Caller;
 
@@ -71,51 +74,119 @@ pub struct Guarded {
     tenant: Option<TenantName>,
 }
 
-/// Screens chat messages before the template is rendered: refuses (400), or rewrites PII in
-/// place and puts a canary at the start of the system prompt.
+/// Screens every string of a chat request that reaches the template (contents and parts,
+/// names, tool calls and ids, tool definitions, template kwargs) before it is rendered:
+/// refuses (400), or rewrites PII in place and puts a canary at the start of the system
+/// prompt. Multi-part contents are also screened joined, as the template will see them.
 pub fn screen_chat(
     shared: &Arc<ServerGuard>,
     caller: Option<&Caller>,
     request_id: &str,
-    messages: &mut [ChatMessage],
+    chat: &mut ChatInput,
 ) -> Result<Arc<Guarded>, ApiError> {
-    let mut slots: Vec<(usize, Option<usize>)> = Vec::new();
     let mut texts: Vec<(String, String)> = Vec::new();
-    for (i, m) in messages.iter().enumerate() {
-        match &m.content {
-            Some(MessageContent::Text(t)) => {
-                slots.push((i, None));
-                texts.push((m.role.clone(), t.clone()));
-            }
-            Some(MessageContent::Parts(parts)) => {
-                for (j, p) in parts.iter().enumerate() {
-                    if let Some(t) = &p.text {
-                        slots.push((i, Some(j)));
-                        texts.push((m.role.clone(), t.clone()));
-                    }
-                }
-            }
-            None => {}
-        }
+    visit_texts(chat, &mut |role, text| {
+        texts.push((role.to_string(), text.clone()))
+    });
+    let mut joined = joined_parts(&chat.messages);
+    if let Some(tools) = &chat.tools {
+        joined.push(("user".into(), json_keys(tools)));
     }
-    let guarded = screen(shared, caller, request_id, &texts)?;
-    for ((i, part), new) in slots.iter().zip(&guarded.screened.rewritten) {
-        let Some(new) = new else { continue };
-        match (&mut messages[*i].content, part) {
-            (Some(MessageContent::Text(t)), None) => *t = new.clone(),
-            (Some(MessageContent::Parts(parts)), Some(j)) => parts[*j].text = Some(new.clone()),
-            _ => {}
-        }
+    if let Some(kwargs) = &chat.chat_template_kwargs {
+        joined.push(("user".into(), json_keys(&Value::Object(kwargs.clone()))));
     }
+    let guarded = screen(shared, caller, request_id, &texts, &joined)?;
+    let mut rewritten = guarded.screened.rewritten.iter();
+    visit_texts(chat, &mut |_, text| {
+        if let Some(Some(new)) = rewritten.next() {
+            *text = new.clone();
+        }
+    });
     if let Some(canary) = &guarded.canary {
         // At the start: a model reciting its system prompt reaches the canary first.
-        if let Some(system) = messages.iter_mut().find(|m| m.role == "system") {
+        if let Some(system) = chat.messages.iter_mut().find(|m| m.role == "system") {
             if let Some(MessageContent::Text(t)) = &mut system.content {
                 *t = format!("{}\n{t}", with_canary("", canary));
             }
         }
     }
     Ok(Arc::new(guarded))
+}
+
+/// Calls `f` on every string the chat template can see, with the role it speaks for (the
+/// caller's own definitions and kwargs speak as `user`), always in the same order, so a
+/// second walk can write back what the first one read.
+fn visit_texts(chat: &mut ChatInput, f: &mut dyn FnMut(&str, &mut String)) {
+    for m in &mut chat.messages {
+        let role = m.role.as_str();
+        match &mut m.content {
+            Some(MessageContent::Text(t)) => f(role, t),
+            Some(MessageContent::Parts(parts)) => {
+                for t in parts.iter_mut().filter_map(|p| p.text.as_mut()) {
+                    f(role, t);
+                }
+            }
+            None => {}
+        }
+        for t in [&mut m.name, &mut m.tool_call_id].into_iter().flatten() {
+            f(role, t);
+        }
+        if let Some(calls) = &mut m.tool_calls {
+            visit_json(calls, role, f);
+        }
+    }
+    if let Some(tools) = &mut chat.tools {
+        visit_json(tools, "user", f);
+    }
+    if let Some(kwargs) = &mut chat.chat_template_kwargs {
+        for v in kwargs.values_mut() {
+            visit_json(v, "user", f);
+        }
+    }
+}
+
+fn visit_json(value: &mut Value, role: &str, f: &mut dyn FnMut(&str, &mut String)) {
+    match value {
+        Value::String(s) => f(role, s),
+        Value::Array(items) => items.iter_mut().for_each(|v| visit_json(v, role, f)),
+        Value::Object(map) => map.values_mut().for_each(|v| visit_json(v, role, f)),
+        _ => {}
+    }
+}
+
+/// Object keys of a JSON value, space-separated: screened for injection only (a template
+/// prints property names of tool schemas).
+fn json_keys(value: &Value) -> String {
+    fn walk(value: &Value, out: &mut String) {
+        match value {
+            Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
+            Value::Object(map) => {
+                for (k, v) in map {
+                    out.push_str(k);
+                    out.push(' ');
+                    walk(v, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = String::new();
+    walk(value, &mut out);
+    out
+}
+
+/// Multi-part contents joined as `prompt::render_chat` joins them.
+fn joined_parts(messages: &[ChatMessage]) -> Vec<(String, String)> {
+    messages
+        .iter()
+        .filter_map(|m| match &m.content {
+            Some(MessageContent::Parts(parts)) if parts.len() > 1 => {
+                let texts: Vec<&str> = parts.iter().filter_map(|p| p.text.as_deref()).collect();
+                Some((m.role.clone(), texts.join("\n")))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// Screens completions prompts (token prompts are decoded to be read, and become text if
@@ -135,7 +206,7 @@ pub fn screen_prompts(
         PromptInput::TokenLists(lists) => lists.iter().map(|l| decode(l)).collect(),
     };
     let pairs: Vec<(String, String)> = texts.iter().map(|t| ("user".into(), t.clone())).collect();
-    let mut guarded = screen(shared, caller, request_id, &pairs)?;
+    let mut guarded = screen(shared, caller, request_id, &pairs, &[])?;
     guarded.canary = None;
     if guarded.screened.rewritten.iter().any(Option::is_some) {
         let new: Vec<String> = texts
@@ -153,19 +224,25 @@ pub fn screen_prompts(
     Ok(Arc::new(guarded))
 }
 
+fn as_messages(texts: &[(String, String)]) -> Vec<MessageText<'_>> {
+    texts
+        .iter()
+        .map(|(role, text)| MessageText { role, text })
+        .collect()
+}
+
 fn screen(
     shared: &Arc<ServerGuard>,
     caller: Option<&Caller>,
     request_id: &str,
     texts: &[(String, String)],
+    joined: &[(String, String)],
 ) -> Result<Guarded, ApiError> {
     let tenant = tenant_of(caller);
     let policy = shared.guard.policy(tenant.as_ref()).clone();
-    let messages: Vec<MessageText> = texts
-        .iter()
-        .map(|(role, text)| MessageText { role, text })
-        .collect();
-    let screened = shared.guard.screen(&policy, &messages);
+    let screened = shared
+        .guard
+        .screen(&policy, &as_messages(texts), &as_messages(joined));
     let decision = match &screened.refusal {
         Some(_) => Decision::Block,
         None if screened.flagged => Decision::Flag,
@@ -189,6 +266,7 @@ fn screen(
         rules: guarded.screened.injection.rules.clone(),
         injection_score: Some(guarded.screened.injection.score),
         canary_leaked: false,
+        prompt_leaked: false,
     })?;
     match &guarded.screened.refusal {
         Some(Refusal::Pii(kinds)) => Err(ApiError::PiiDetected(
@@ -200,6 +278,14 @@ fn screen(
 }
 
 impl Guarded {
+    /// Whether any output filter can change this request's output.
+    pub fn filters_output(&self) -> bool {
+        self.policy.scan_output
+            || self.canary.is_some()
+            || self.screened.prompt.is_some()
+            || (self.policy.restore && !self.screened.placeholders.is_empty())
+    }
+
     fn output(&self) -> OutputGuard {
         self.shared
             .guard
@@ -222,9 +308,11 @@ impl Guarded {
     fn audit_response(&self, outputs: &[OutputGuard], ended: bool) {
         let mut entities = std::collections::BTreeMap::new();
         let mut leaked = false;
+        let mut prompt_leaked = false;
         for o in outputs {
             let r = o.report();
             leaked |= r.canary_leaked;
+            prompt_leaked |= r.prompt_leaked;
             for (k, n) in r.counts {
                 *entities.entry(k).or_insert(0) += n;
             }
@@ -245,6 +333,7 @@ impl Guarded {
             rules: Vec::new(),
             injection_score: None,
             canary_leaked: leaked,
+            prompt_leaked,
         };
         if let Err(e) = self.audit(event) {
             tracing::error!(error = %e, "cannot write the audit log");
@@ -362,11 +451,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let policy = "[default]\nrestore = true\non_canary_leak = \"end\"\n";
         let state = guarded_state(policy, dir.path());
-        let mut messages = vec![
-            ChatMessage::text("system", "Be brief."),
-            ChatMessage::text("user", "Write to jane@example.com"),
-        ];
-        let guarded = screen_chat(&state, None, "chatcmpl-1", &mut messages).unwrap();
+        let mut chat = ChatInput {
+            messages: vec![
+                ChatMessage::text("system", "Be brief."),
+                ChatMessage::text("user", "Write to jane@example.com"),
+            ],
+            add_generation_prompt: None,
+            continue_final_message: None,
+            chat_template_kwargs: None,
+            tools: None,
+        };
+        let guarded = screen_chat(&state, None, "chatcmpl-1", &mut chat).unwrap();
+        let messages = &chat.messages;
         let Some(MessageContent::Text(user)) = &messages[1].content else {
             panic!()
         };

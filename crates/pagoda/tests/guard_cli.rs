@@ -46,6 +46,7 @@ fn audit_verify_accepts_an_intact_log_and_names_the_tampered_line() {
             rules: vec![],
             injection_score: None,
             canary_leaked: false,
+            prompt_leaked: false,
         })
         .unwrap();
     }

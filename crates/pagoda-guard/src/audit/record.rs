@@ -45,6 +45,9 @@ pub struct AuditEvent {
     pub rules: Vec<RuleId>,
     pub injection_score: Option<f32>,
     pub canary_leaked: bool,
+    /// The output recited the system prompt (absent when false, as in older records).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prompt_leaked: bool,
 }
 
 /// An event as written: numbered, timed, chained.

@@ -4,7 +4,7 @@
 
 mod bayes;
 mod decode;
-mod normalize;
+pub(crate) mod normalize;
 mod rules;
 
 use std::collections::BTreeMap;

@@ -14,7 +14,7 @@ pub struct Normalized {
     pub tag_text: String,
 }
 
-fn invisible(c: char) -> bool {
+pub(crate) fn invisible(c: char) -> bool {
     matches!(
         c,
         '\u{200B}' | '\u{200C}' | '\u{2060}' | '\u{2061}'
@@ -22,7 +22,7 @@ fn invisible(c: char) -> bool {
     )
 }
 
-fn bidi(c: char) -> bool {
+pub(crate) fn bidi(c: char) -> bool {
     matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 

@@ -1,6 +1,7 @@
 //! Personal data and secrets in text: one linear scan for candidates, then validators.
 
 mod digits;
+pub(crate) mod fold;
 mod patterns;
 mod scan;
 pub mod validate;

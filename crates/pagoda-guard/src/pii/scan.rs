@@ -3,7 +3,7 @@
 use regex::{CaptureLocations, Regex};
 
 use crate::entity::EntityKind;
-use crate::pii::{digits, patterns, validate};
+use crate::pii::{digits, fold, patterns, validate};
 
 /// One entity found: its kind and byte range. The value itself is never copied out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +54,20 @@ impl PiiScanner {
         self.scan_counted(text).0
     }
 
+    /// Scans the folded text (`fold.rs`) and reports spans of the original: a card number
+    /// written with full-width digits or no-break spaces is still a card number.
     pub fn scan_counted(&self, text: &str) -> (Vec<Finding>, ScanWork) {
+        let Some(folded) = fold::fold(text) else {
+            return self.scan_plain(text);
+        };
+        let (mut found, work) = self.scan_plain(&folded.text);
+        for f in &mut found {
+            (f.start, f.end) = folded.original(f.start, f.end);
+        }
+        (found, work)
+    }
+
+    fn scan_plain(&self, text: &str) -> (Vec<Finding>, ScanWork) {
         let mut work = ScanWork::default();
         let mut found = Vec::new();
         let mut locs = self.re.capture_locations();
@@ -374,5 +387,24 @@ mod tests {
         let got = kinds(text);
         assert_eq!(got.len(), 1);
         assert!(got[0].1.ends_with("END RSA PRIVATE KEY-----"));
+    }
+
+    #[test]
+    fn look_alike_digits_spaces_and_invisibles_do_not_hide_an_entity() {
+        let nbsp = "card 4111\u{00A0}1111\u{00A0}1111\u{00A0}1111 ok";
+        assert_eq!(
+            kinds(nbsp),
+            vec![(EntityKind::Card, "4111\u{00A0}1111\u{00A0}1111\u{00A0}1111")]
+        );
+        let wide = "card ４１１１ １１１１ １１１１ １１１１.";
+        assert_eq!(
+            kinds(wide),
+            vec![(EntityKind::Card, "４１１１ １１１１ １１１１ １１１１")]
+        );
+        let zwsp = "mail jane.doe\u{200B}@example.com now";
+        assert_eq!(
+            kinds(zwsp),
+            vec![(EntityKind::Email, "jane.doe\u{200B}@example.com")]
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! Where the unsent tail of a stream must begin so that no entity is cut in two.
 
+use crate::pii::fold::fold;
 use crate::pii::MAX_CANDIDATE_BYTES;
 
 /// PEM blocks are followed up to this far before the held text is released anyway.
@@ -9,7 +10,15 @@ const PEM_LIMIT: usize = 16 * 1024;
 /// of characters entities are made of, extended backwards over single separators between
 /// digit groups, short upper-case groups (IBANs), `Bearer` and `key:`-style prefixes; an open
 /// PEM block holds from its header.
+/// Computed on the folded text (as the scanner reads it), so full-width digits hold too.
 pub fn hold_start(text: &str) -> usize {
+    match fold(text) {
+        Some(folded) => folded.original_at(hold_start_plain(&folded.text), text.len()),
+        None => hold_start_plain(text),
+    }
+}
+
+fn hold_start_plain(text: &str) -> usize {
     let bytes = text.as_bytes();
     let floor = text.len().saturating_sub(MAX_CANDIDATE_BYTES);
     let mut p = run_start(bytes, text.len());

@@ -4,10 +4,12 @@
 mod canary;
 mod holdback;
 mod output;
+mod overlap;
 mod pii;
 mod restore;
 
 pub use canary::CanaryStream;
 pub use output::{Emitted, OutputGuard, OutputReport};
+pub use overlap::{OverlapStream, PromptWindows};
 pub use pii::PiiStream;
 pub use restore::RestoreStream;

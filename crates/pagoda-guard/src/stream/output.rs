@@ -9,7 +9,7 @@ use crate::action::Action;
 use crate::entity::EntityKind;
 use crate::pii::PiiScanner;
 use crate::redact::Placeholders;
-use crate::stream::{CanaryStream, PiiStream, RestoreStream};
+use crate::stream::{CanaryStream, OverlapStream, PiiStream, PromptWindows, RestoreStream};
 
 /// Text to send now; `stop` asks the caller to end the response (a canary leaked and the
 /// policy ends responses on leaks).
@@ -24,12 +24,15 @@ pub struct Emitted {
 pub struct OutputReport {
     pub counts: BTreeMap<EntityKind, usize>,
     pub canary_leaked: bool,
+    /// The output repeated a long stretch of the system prompt (`stream/overlap.rs`).
+    pub prompt_leaked: bool,
     pub restored: bool,
 }
 
 pub struct OutputGuard {
     canary: Option<CanaryStream>,
     end_on_leak: bool,
+    overlap: Option<OverlapStream>,
     pii: Option<PiiStream>,
     restore: Option<RestoreStream>,
     stopped: bool,
@@ -49,10 +52,17 @@ impl OutputGuard {
         OutputGuard {
             canary: canary.map(CanaryStream::new),
             end_on_leak,
+            overlap: None,
             pii: actions.map(|a| PiiStream::new(scanner, a, placeholders)),
             restore: restore.map(RestoreStream::new),
             stopped: false,
         }
+    }
+
+    /// Also ends the response when the output recites the system prompt.
+    pub fn with_prompt_overlap(mut self, prompt: Option<Arc<PromptWindows>>) -> OutputGuard {
+        self.overlap = prompt.map(OverlapStream::new);
+        self
     }
 
     pub fn push(&mut self, delta: &str) -> Emitted {
@@ -62,6 +72,21 @@ impl OutputGuard {
                 stop: true,
             };
         }
+        if let Some(o) = &mut self.overlap {
+            let allowed = o.push(delta);
+            if o.leaked {
+                // What comes before the recitation goes through the other stages; what they
+                // hold back may be part of it and is dropped.
+                let mut head = self.push_stages(allowed);
+                self.stopped = true;
+                head.stop = true;
+                return head;
+            }
+        }
+        self.push_stages(delta)
+    }
+
+    fn push_stages(&mut self, delta: &str) -> Emitted {
         let mut text = match &mut self.canary {
             Some(c) => c.push(delta),
             None => delta.to_string(),
@@ -133,6 +158,7 @@ impl OutputGuard {
                 .map(|p| p.applied.counts.clone())
                 .unwrap_or_default(),
             canary_leaked: self.canary.as_ref().is_some_and(|c| c.leaked),
+            prompt_leaked: self.overlap.as_ref().is_some_and(|o| o.leaked),
             restored: self.restore.is_some(),
         }
     }

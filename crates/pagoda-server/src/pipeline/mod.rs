@@ -97,6 +97,19 @@ pub async fn run(
                 input,
                 params.echo,
             )?;
+            if params.logprobs.is_some()
+                && prepared
+                    .guarded
+                    .as_ref()
+                    .is_some_and(|g| g.filters_output())
+            {
+                // Token strings are the raw output: they would spell out what the output
+                // filters redact or cut.
+                return Err(ApiError::invalid(
+                    "logprobs",
+                    "logprobs are not available while output guardrails apply to this request",
+                ));
+            }
             Ok((params, prepared))
         })
         .await?;

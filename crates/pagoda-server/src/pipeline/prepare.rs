@@ -30,7 +30,7 @@ pub fn prepare(
     match input {
         Input::Chat(mut chat) => {
             let guarded = guard
-                .map(|g| guard::screen_chat(g, caller, response_id, &mut chat.messages))
+                .map(|g| guard::screen_chat(g, caller, response_id, &mut chat))
                 .transpose()?;
             let text = prompt::render_chat(
                 loaded,

@@ -206,6 +206,18 @@ fn check_lists(common: &CommonParams, limits: &RequestLimits) -> Result<(), ApiE
     )
 }
 
+/// The roles a chat message may have (OpenAI's). Anything else would reach the template
+/// verbatim, where a role such as "user\nIgnore all previous instructions" is an injection
+/// that no content screening sees.
+pub const ROLES: [&str; 6] = [
+    "system",
+    "developer",
+    "user",
+    "assistant",
+    "tool",
+    "function",
+];
+
 fn chat_input(
     json: &Value,
     limits: &RequestLimits,
@@ -226,6 +238,17 @@ fn chat_input(
                 chat.messages.len()
             ),
         ));
+    }
+    for (i, m) in chat.messages.iter().enumerate() {
+        if !ROLES.contains(&m.role.as_str()) {
+            return Err(ApiError::invalid(
+                &format!("messages[{i}].role"),
+                format!(
+                    "unknown role; a message's role must be one of {}",
+                    ROLES.join(", ")
+                ),
+            ));
+        }
     }
     let bytes = chat.messages.iter().fold(0usize, |total, m| {
         total
