@@ -34,6 +34,8 @@ pub struct ChoiceEnd<'a> {
 #[derive(Debug, Default, Clone)]
 struct Choice {
     streamed: u64,
+    /// What the engine generated, read or not (known when the stream is dropped early).
+    generated: u64,
     /// Prompt tokens the engine found cached, once it says (before the choice ends).
     cached: Option<u64>,
     end: Option<Ended>,
@@ -143,6 +145,21 @@ impl Ticket {
             if let Some(c) = p.choices.get_mut(i) {
                 c.streamed += tokens as u64;
                 c.cached = c.cached.or(cached.map(|n| n as u64));
+            }
+        }
+    }
+
+    /// The engine's own token counts for a prompt's choices, taken when its stream is
+    /// dropped: a caller that stops reading is billed for what was generated, not for what
+    /// it pulled.
+    pub fn on_generated(&self, prompt: usize, generated: &[u64]) {
+        let mut p = self.progress();
+        let Some(&offset) = p.offsets.get(prompt) else {
+            return;
+        };
+        for (i, &n) in generated.iter().enumerate() {
+            if let Some(c) = p.choices.get_mut(offset + i) {
+                c.generated = c.generated.max(n);
             }
         }
     }
@@ -258,7 +275,8 @@ impl Ticket {
                 }
             }
             for c in &p.choices {
-                usage.completion += c.end.as_ref().map_or(c.streamed, |e| e.completion);
+                let unfinished = c.streamed.max(c.generated);
+                usage.completion += c.end.as_ref().map_or(unfinished, |e| e.completion);
             }
         }
         let ends = || p.choices.iter().filter_map(|c| c.end.as_ref());

@@ -30,6 +30,9 @@ pub struct EngineConfig {
     /// one caller cannot fill the queue for everyone. `new` sets half of
     /// `max_pending_requests` (at least 1); set it again after changing that.
     pub max_pending_per_tenant: usize,
+    /// Outputs per choice a caller may leave unread before its request is aborted (its
+    /// stream would otherwise queue everything the engine makes); 0: no limit.
+    pub max_unread_outputs: usize,
     /// Deliberate failures, for tests of the engine loop's recovery.
     #[cfg(feature = "fault-injection")]
     pub faults: crate::faults::FaultInjection,
@@ -51,6 +54,7 @@ impl EngineConfig {
             enable_prefix_caching: true,
             max_pending_requests: 1024,
             max_pending_per_tenant: 512,
+            max_unread_outputs: 512,
             #[cfg(feature = "fault-injection")]
             faults: Default::default(),
         }

@@ -13,9 +13,9 @@ use pagoda_engine::{
 };
 use pagoda_models::{ForwardBatch, LogitsWanted, ModelRunner};
 use pagoda_text::{IncrementalDetokenizer, Tokenizer};
-use tokio::sync::mpsc::UnboundedSender;
 
 use crate::error::Result;
+use crate::output_channel::OutputSender;
 use crate::pending::PendingSlot;
 use crate::request::{Completion, GenerateRequest, RequestOutput, Timings, TokenLogprob, Usage};
 use crate::stats::EngineStats;
@@ -23,7 +23,9 @@ use crate::stats::EngineStats;
 /// Per-choice state that lives outside the scheduler: where its output goes and the text side.
 struct ActiveRequest {
     index: usize,
-    sender: UnboundedSender<RequestOutput>,
+    sender: OutputSender,
+    /// Unread outputs on the stream past which the caller counts as gone (all choices).
+    unread_limit: usize,
     detokenizer: IncrementalDetokenizer,
     stops: StopStringMatcher,
     submitted: Instant,
@@ -50,7 +52,7 @@ impl ActiveRequest {
         if output.finished.is_some() {
             self.pending = None;
         }
-        let _ = self.sender.send(output);
+        self.sender.send(output);
     }
 }
 
@@ -65,6 +67,8 @@ pub struct EngineCore {
     idle: bool,
     /// The requests of the step in progress: the ones to fail if it panics.
     in_step: Vec<RequestId>,
+    /// `EngineConfig::max_unread_outputs` (0: no limit).
+    max_unread_per_choice: usize,
     #[cfg(feature = "fault-injection")]
     faults: crate::faults::FaultInjection,
     /// A request that should kill the loop was queued (fault injection).
@@ -83,6 +87,7 @@ impl EngineCore {
             stats: EngineStats::default(),
             idle: false,
             in_step: Vec::new(),
+            max_unread_per_choice: 0,
             #[cfg(feature = "fault-injection")]
             faults: Default::default(),
             #[cfg(feature = "fault-injection")]
@@ -90,6 +95,10 @@ impl EngineCore {
         };
         core.refresh_stats();
         core
+    }
+
+    pub fn set_max_unread_outputs(&mut self, per_choice: usize) {
+        self.max_unread_per_choice = per_choice;
     }
 
     #[cfg(feature = "fault-injection")]
@@ -125,7 +134,7 @@ impl EngineCore {
         &mut self,
         first_id: u64,
         request: GenerateRequest,
-        sender: UnboundedSender<RequestOutput>,
+        sender: OutputSender,
         submitted: Instant,
         pending: Vec<PendingSlot>,
     ) -> Result<()> {
@@ -143,7 +152,7 @@ impl EngineCore {
         first_id: u64,
         n: usize,
         request: GenerateRequest,
-        sender: UnboundedSender<RequestOutput>,
+        sender: OutputSender,
         submitted: Instant,
         pending: Vec<PendingSlot>,
     ) -> Result<()> {
@@ -180,6 +189,10 @@ impl EngineCore {
                 ActiveRequest {
                     index,
                     sender: sender.clone(),
+                    unread_limit: match self.max_unread_per_choice {
+                        0 => usize::MAX,
+                        per_choice => per_choice.saturating_mul(n),
+                    },
                     detokenizer: IncrementalDetokenizer::new(
                         &request.prompt_token_ids,
                         request.skip_special_tokens,
@@ -213,18 +226,32 @@ impl EngineCore {
         self.refresh_stats();
     }
 
-    /// Aborts requests whose caller dropped its stream; their blocks are freed now.
-    /// Returns how many were aborted.
+    /// Aborts requests whose caller dropped its stream, or stopped reading it (more than
+    /// `unread_limit` outputs waiting: the queue would grow without end); their blocks are
+    /// freed now. A stalled caller finds a final `abort` output after what it has not read,
+    /// with the usage of everything generated. Returns how many were aborted.
     pub fn abort_abandoned(&mut self) -> usize {
-        let gone: Vec<RequestId> = self
+        let gone: Vec<(RequestId, bool)> = self
             .active
             .iter()
-            .filter(|(_, a)| a.sender.is_closed())
-            .map(|(id, _)| *id)
+            .filter_map(|(id, a)| {
+                if a.sender.is_closed() {
+                    Some((*id, false))
+                } else {
+                    (a.sender.unread() > a.unread_limit).then_some((*id, true))
+                }
+            })
             .collect();
-        for id in &gone {
-            self.scheduler.abort(*id);
-            self.active.remove(id);
+        for &(id, stalled) in &gone {
+            self.scheduler.abort(id);
+            let Some(mut active) = self.active.remove(&id) else {
+                continue;
+            };
+            if stalled {
+                let mut end = lost(&active, "");
+                end.error = None;
+                active.send(RequestOutput::last(active.index, end));
+            }
         }
         if !gone.is_empty() {
             self.refresh_stats();

@@ -13,10 +13,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use pagoda_engine::FinishReason;
-use tokio::sync::mpsc::UnboundedSender;
 
 use crate::core::{panic_message, EngineCore};
 use crate::handle::Shared;
+use crate::output_channel::OutputSender;
 use crate::pending::PendingSlot;
 use crate::request::{Completion, GenerateRequest, RequestOutput};
 
@@ -27,7 +27,7 @@ pub(crate) enum Command {
     Add {
         first_id: u64,
         request: Box<GenerateRequest>,
-        sender: UnboundedSender<RequestOutput>,
+        sender: OutputSender,
         submitted: Instant,
         /// One place in the pending counts per choice.
         pending: Vec<PendingSlot>,
@@ -155,7 +155,7 @@ fn apply(core: &mut EngineCore, command: Command, shutting_down: &mut bool) {
 }
 
 /// A final output with `error` for each of a request's `n` choices.
-fn refuse(sender: &UnboundedSender<RequestOutput>, n: usize, error: &str) {
+fn refuse(sender: &OutputSender, n: usize, error: &str) {
     for index in 0..n {
         let completion = Completion {
             finish_reason: FinishReason::Abort,
@@ -163,6 +163,6 @@ fn refuse(sender: &UnboundedSender<RequestOutput>, n: usize, error: &str) {
             timings: Default::default(),
             error: Some(error.to_string()),
         };
-        let _ = sender.send(RequestOutput::last(index, completion));
+        sender.send(RequestOutput::last(index, completion));
     }
 }

@@ -11,12 +11,12 @@ use std::time::Instant;
 use pagoda_engine::sampling::InvalidParam;
 use pagoda_engine::{FinishReason, TenantKey};
 use pagoda_text::Tokenizer;
-use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use crate::config::EngineConfig;
 use crate::engine_loop::{self, Command};
 use crate::error::{Result, RuntimeError};
 use crate::load::{load, ModelInfo};
+use crate::output_channel::{output_channel, OutputReceiver};
 use crate::pending::PendingCounts;
 use crate::request::{Completion, GenerateRequest, RequestOutput};
 use crate::stats::EngineStats;
@@ -46,7 +46,7 @@ pub struct EngineHandle {
 /// its blocks are freed at the engine's next step. Every choice ends with a message whose
 /// `finished` is set, with `error` set if the engine failed it: a stream never just stops.
 pub struct RequestStream {
-    receiver: UnboundedReceiver<RequestOutput>,
+    receiver: OutputReceiver,
     /// Choices that have not had their final output yet.
     open: Vec<bool>,
 }
@@ -61,6 +61,12 @@ impl RequestStream {
     pub async fn next(&mut self) -> Option<RequestOutput> {
         let output = self.receiver.recv().await;
         self.track(output)
+    }
+
+    /// Tokens the engine generated for each choice so far, read or not: what the request
+    /// is billed for when its caller goes away before the end.
+    pub fn generated_tokens(&self) -> Vec<u64> {
+        self.receiver.generated()
     }
 
     /// For callers outside an async runtime (the CLI).
@@ -207,7 +213,7 @@ impl EngineHandle {
         let n = request.sampling.n.max(1);
         let pending = self.shared.pending.reserve(request.tenant.as_ref(), n)?;
         let first_id = self.shared.next_id.fetch_add(n as u64, Ordering::SeqCst);
-        let (sender, receiver) = unbounded_channel();
+        let (sender, receiver) = output_channel(n);
         let command = Command::Add {
             first_id,
             request: Box::new(request),
@@ -273,12 +279,12 @@ mod tests {
 
     #[test]
     fn a_stream_closed_early_ends_each_open_choice_with_an_error() {
-        let (sender, receiver) = unbounded_channel();
+        let (sender, receiver) = output_channel(3);
         let mut stream = RequestStream {
             receiver,
             open: vec![true; 3],
         };
-        sender.send(finished(1)).unwrap();
+        sender.send(finished(1));
         drop(sender);
         assert_eq!(stream.blocking_next().unwrap().index, 1);
         for index in [0, 2] {
@@ -293,12 +299,12 @@ mod tests {
 
     #[test]
     fn a_stream_whose_choices_all_finished_just_ends() {
-        let (sender, receiver) = unbounded_channel();
+        let (sender, receiver) = output_channel(1);
         let mut stream = RequestStream {
             receiver,
             open: vec![true; 1],
         };
-        sender.send(finished(0)).unwrap();
+        sender.send(finished(0));
         drop(sender);
         assert!(stream
             .blocking_next()

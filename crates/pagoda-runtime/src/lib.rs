@@ -15,6 +15,7 @@ mod faults;
 mod handle;
 mod load;
 mod model_source;
+mod output_channel;
 mod pending;
 mod request;
 mod stats;

@@ -100,8 +100,8 @@ pub(crate) fn load(config: &EngineConfig) -> Result<Loaded> {
         kv_cache_bytes: kv_shape.total_bytes(),
     };
     let runner = ModelRunner::new(model, kv_shape);
-    #[allow(unused_mut)]
     let mut core = EngineCore::new(scheduler, runner, tokenizer.clone());
+    core.set_max_unread_outputs(config.max_unread_outputs);
     #[cfg(feature = "fault-injection")]
     core.set_faults(config.faults.clone());
     Ok(Loaded {

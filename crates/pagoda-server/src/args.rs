@@ -110,6 +110,11 @@ pub struct ServeArgs {
     /// [default: half of --max-pending-requests].
     #[arg(long, env = "PAGODA_MAX_PENDING_PER_TENANT")]
     pub max_pending_per_tenant: Option<usize>,
+    /// Outputs per choice a client may leave unread on a stream before its request is
+    /// aborted (finish_reason "abort"; what was generated is billed); 0: no limit
+    /// [default: 512].
+    #[arg(long, env = "PAGODA_MAX_UNREAD_OUTPUTS")]
+    pub max_unread_outputs: Option<usize>,
     /// A request's headers must arrive within this long of the connection's accept (first
     /// request) or of the request's first byte, else the connection is closed [default: 10s].
     #[arg(long, env = "PAGODA_HEADER_TIMEOUT", value_parser = parse_duration)]

@@ -51,6 +51,9 @@ impl Tracked {
 
 impl Drop for Tracked {
     fn drop(&mut self) {
+        if let Some(ticket) = &self.ticket {
+            ticket.on_generated(self.prompt_index, &self.stream.generated_tokens());
+        }
         let unfinished = self.last_output.len().saturating_sub(self.num_finished);
         if unfinished > 0 {
             self.state.metrics().observe_aborted(unfinished);

@@ -71,6 +71,7 @@ struct FileSettings {
     max_logit_bias: Option<usize>,
     max_seqs_per_request: Option<usize>,
     max_pending_per_tenant: Option<usize>,
+    max_unread_outputs: Option<usize>,
     header_timeout: Option<Size>,
     keep_alive_timeout: Option<Size>,
     body_timeout: Option<Size>,
@@ -195,6 +196,9 @@ impl Settings {
                 Some(n) => n,
                 None => (engine.max_pending_requests / 2).max(1),
             };
+        if let Some(n) = args.max_unread_outputs.or(file.max_unread_outputs) {
+            engine.max_unread_outputs = n;
+        }
         let guard = guard_settings(
             args.guard_config.or(file.guard_config),
             args.audit_log.or(file.audit_log),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pagoda_gateway::{Gateway, GatewayConfig, TenantId};
-use pagoda_server::{load_chat_template, AppState};
+use pagoda_server::{load_chat_template, AppState, HttpLimits};
 use reqwest::header::HeaderMap;
 use rust_decimal::Decimal;
 use serde_json::Value;
@@ -42,8 +42,44 @@ impl GatewayServer {
         s
     }
 
+    /// With the engine settings and HTTP deadlines of the test's choosing.
+    pub async fn start_tuned(
+        policy: &str,
+        engine_config: pagoda_runtime::EngineConfig,
+        http: HttpLimits,
+    ) -> GatewayServer {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = GatewayServer::start_custom(
+            dir.path().to_path_buf(),
+            policy,
+            None,
+            engine_config,
+            http,
+        )
+        .await;
+        s._dir = Some(dir);
+        s
+    }
+
     /// A server whose gateway uses `dir` (shared by replicas) and Redis if given.
     pub async fn start_in(dir: PathBuf, policy: &str, redis: Option<String>) -> GatewayServer {
+        GatewayServer::start_custom(
+            dir,
+            policy,
+            redis,
+            engine_config(MODEL),
+            HttpLimits::default(),
+        )
+        .await
+    }
+
+    async fn start_custom(
+        dir: PathBuf,
+        policy: &str,
+        redis: Option<String>,
+        engine_config: pagoda_runtime::EngineConfig,
+        http: HttpLimits,
+    ) -> GatewayServer {
         let policy_path = dir.join("gateway.toml");
         std::fs::write(&policy_path, policy).unwrap();
         let db = dir.join("gateway.db");
@@ -52,12 +88,11 @@ impl GatewayServer {
         config.redis_url = redis;
         config.reload_every = Duration::from_millis(50);
         let gateway = Gateway::open(config).await.unwrap();
-        let engine_config = engine_config(MODEL);
         let template = load_chat_template(&engine_config.model_dir, None).unwrap();
         let engine = pagoda_runtime::start(engine_config).unwrap();
         let state = AppState::with_engine(vec![MODEL.to_string()], engine.clone(), template);
         state.set_gateway(gateway.clone());
-        let server = TestServer::start_state(state, engine, Duration::from_secs(10)).await;
+        let server = TestServer::start_http(state, engine, Duration::from_secs(10), http).await;
         GatewayServer {
             server,
             gateway,
