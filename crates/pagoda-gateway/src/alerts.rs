@@ -1,5 +1,6 @@
 //! Budget alerts: logged, and POSTed to the tenant's webhook if it has one, once per
-//! threshold and period on each replica.
+//! threshold and period on each replica. They follow settled spend, checked when a request
+//! settles; what requests in flight have reserved is reported beside it.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -24,9 +25,21 @@ impl Alerter {
         let Some(budget) = &policy.budget else {
             return;
         };
-        for (period, key, limit, spent) in [
-            (Period::Day, r.day, budget.daily, spend.day),
-            (Period::Month, r.month, budget.monthly, spend.month),
+        for (period, key, limit, spent, reserved) in [
+            (
+                Period::Day,
+                r.day,
+                budget.daily,
+                spend.day,
+                spend.reserved_day,
+            ),
+            (
+                Period::Month,
+                r.month,
+                budget.monthly,
+                spend.month,
+                spend.reserved_month,
+            ),
         ] {
             let Some(limit) = limit.filter(|l| *l > Decimal::ZERO) else {
                 continue;
@@ -56,6 +69,7 @@ impl Alerter {
                 period = period.name(),
                 %threshold,
                 %spent,
+                %reserved,
                 %limit,
                 currency,
                 "budget alert"
@@ -68,6 +82,7 @@ impl Alerter {
                     "period": period.name(),
                     "threshold": threshold.to_string(),
                     "spent": spent.to_string(),
+                    "reserved": reserved.to_string(),
                     "budget": limit.to_string(),
                     "currency": currency,
                     "hard": budget.hard,

@@ -118,6 +118,10 @@ pub fn parse_time(text: &str) -> Result<i64, GatewayError> {
     let text = text.trim();
     if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
         let secs: i64 = text.parse().map_err(|_| bad())?;
+        // Up to the end of year 9999, as far as the dates go.
+        if secs > 253_402_300_799 {
+            return Err(bad());
+        }
         return Ok(secs * 1000);
     }
     let (date, time) = match text.find(['T', ' ']) {
@@ -128,6 +132,7 @@ pub fn parse_time(text: &str) -> Result<i64, GatewayError> {
     if parts.len() != 3 || parts[0].len() != 4 {
         return Err(bad());
     }
+    // Four digits, so the day count below cannot overflow.
     let year: i64 = parts[0].parse().map_err(|_| bad())?;
     let month: u32 = parts[1].parse().map_err(|_| bad())?;
     let day: u32 = parts[2].parse().map_err(|_| bad())?;
@@ -215,5 +220,14 @@ mod tests {
             assert!(parse_time(bad).is_err(), "{bad}");
         }
         assert_eq!(parse_time("86400").unwrap(), 86_400_000);
+    }
+
+    #[test]
+    fn unix_times_that_overflow_milliseconds_are_refused() {
+        assert!(parse_time("9223372036854775").is_err());
+        assert!(parse_time("9223372036854776").is_err());
+        assert_eq!(parse_time("253402300799").unwrap(), 253_402_300_799_000);
+        assert!(parse_time("99999999999999999999").is_err());
+        assert_eq!(parse_time("1700000000").unwrap(), 1_700_000_000_000);
     }
 }

@@ -34,6 +34,9 @@ pub enum GatewayError {
     ModelForbidden { tenant: String, model: String },
     #[error("{0}")]
     Forbidden(String),
+    /// A server misconfiguration, not the client's fault: answered as a 500.
+    #[error("the gateway policy has no price for the model `{model}`, so requests under a budget cannot be billed; add [pricing.\"{model}\"]")]
+    Unpriced { model: String },
     #[error("rate limit reached ({}); retry after {}s", limit.as_str(), retry_after.as_secs().max(1))]
     RateLimited { limit: Limit, retry_after: Duration },
     #[error("the {period} budget of tenant `{tenant}` is exhausted; retry after {}s", retry_after.as_secs().max(1))]
@@ -52,6 +55,12 @@ pub enum GatewayError {
     Database(#[from] rusqlite::Error),
     #[error("redis: {0}")]
     Redis(#[from] redis::RedisError),
+    #[error("redis did not answer within {0:?}")]
+    RedisTimeout(Duration),
+    /// Redis holds no spend for this tenant and day yet (it restarted empty, or the day is
+    /// new): the gateway seeds it from the metering store and tries again.
+    #[error("the shared budget counters are not seeded")]
+    Unseeded,
     #[error("metering sink: {0}")]
     Sink(String),
     #[error(transparent)]

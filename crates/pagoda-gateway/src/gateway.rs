@@ -165,6 +165,30 @@ impl Gateway {
         Ok(())
     }
 
+    /// Seeds a tenant's shared (Redis) spend of this day and month from the metering store,
+    /// so a Redis that restarted empty does not hand out a fresh budget. A store that cannot
+    /// answer refuses the request: the budget cannot be checked.
+    async fn seed_shared_spend(&self, r: &Reservation, now: i64) -> Result<(), GatewayError> {
+        let Limiter::Redis(redis) = &self.limiter else {
+            return Ok(());
+        };
+        let spent = |from| {
+            let query = UsageQuery {
+                tenant: Some(r.tenant.to_string()),
+                from_ms: Some(from),
+                ..UsageQuery::default()
+            };
+            async move {
+                let rows = self.sink.usage(&query).await?;
+                Ok::<Decimal, GatewayError>(rows.iter().map(|row| row.cost).sum())
+            }
+        };
+        let month = spent(Period::Month.start_ms(now)).await?;
+        let day = spent(Period::Day.start_ms(now)).await?;
+        tracing::info!(tenant = %r.tenant, %day, %month, "seeded the shared budget counters");
+        redis.seed(r, day, month).await
+    }
+
     pub fn keys(&self) -> &KeyStore {
         &self.keys
     }
@@ -249,6 +273,12 @@ impl Gateway {
                 model: model.to_string(),
             });
         }
+        if tenant.budget.is_some() && !policy.is_priced(model) {
+            tracing::error!(%model, "refusing a request under a budget: the model has no price");
+            return Err(GatewayError::Unpriced {
+                model: model.to_string(),
+            });
+        }
         let sequences = check_sequences(&tenant, prompts)?;
         let mut prompt_total = 0u64;
         let mut completion_total = 0u64;
@@ -278,9 +308,16 @@ impl Gateway {
             now,
         )
         .with_sequences(sequences);
-        let spend = self.limiter.reserve(&tenant, &reservation, now).await?;
-        self.alerts
-            .check(&tenant, &reservation, spend, &policy.currency);
+        // Alerts follow settled spend (`Ticket::settle`), not this reservation.
+        match self.limiter.reserve(&tenant, &reservation, now).await {
+            Err(GatewayError::Unseeded) => {
+                self.seed_shared_spend(&reservation, now).await?;
+                self.limiter.reserve(&tenant, &reservation, now).await?;
+            }
+            other => {
+                other?;
+            }
+        }
         let base_salt = match &tenant.cache_group {
             Some(group) => format!("g{}:{group}", group.len()),
             None => format!("t{}:{}", caller.tenant.as_str().len(), caller.tenant),

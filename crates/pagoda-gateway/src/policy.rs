@@ -209,6 +209,12 @@ impl Policy {
     pub fn is_priced(&self, model: &str) -> bool {
         self.pricing.contains_key(model)
     }
+
+    /// Some tenant (or the defaults) has a budget: then an unpriced model would let its
+    /// requests through for free, and is refused.
+    pub fn has_budgets(&self) -> bool {
+        self.defaults.budget.is_some() || self.tenants.values().any(|t| t.budget.is_some())
+    }
 }
 
 /// The current policy, swapped atomically when the file changes.

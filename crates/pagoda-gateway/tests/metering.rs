@@ -245,3 +245,62 @@ async fn budget_alerts_reach_the_webhook_once_per_threshold_and_soft_budgets_do_
             .is_err()
     );
 }
+
+/// A large reservation is not spend: the alert waits for the settled crossing, and says what
+/// is still reserved beside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn budget_alerts_follow_settled_spend_not_reservations() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/alerts", listener.local_addr().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    // 0.10 per output token; a soft daily budget of 1.00 alerting at 80%.
+    let gw = gateway(
+        dir.path(),
+        &format!(
+            "[pricing.m]\ninput = \"0\"\noutput = \"100000\"\n\
+             [tenants.t]\nbudget = {{ daily = \"1.00\", hard = false, alerts = [0.8], webhook = \"{url}\" }}\n"
+        ),
+    )
+    .await;
+    let (_, key) = gw.keys().create(&TenantId::new("t"), None, None).unwrap();
+    let caller = gw
+        .authenticate(Some(&format!("Bearer {}", key.reveal())))
+        .unwrap();
+    let run = |max_tokens: usize| {
+        let gw = gw.clone();
+        let caller = caller.clone();
+        async move {
+            let mut plan = [PlannedPrompt {
+                prompt_tokens: 1,
+                max_tokens,
+                n: 1,
+            }];
+            let ticket = gw.admit(&caller, "m", &mut plan).await.unwrap().ticket;
+            ticket.submitted();
+            assert!(ticket.on_finished(0, 0, end(1, 1)));
+            ticket.commit().await;
+        }
+    };
+    // Reserves 0.90 (90% of the budget), spends 0.10.
+    run(9).await;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), listener.accept())
+            .await
+            .is_err(),
+        "an alert fired on a reservation"
+    );
+    for _ in 0..6 {
+        run(1).await;
+    }
+    // 0.70 settled: still below 80%; the eighth request crosses it.
+    let alert = tokio::spawn(async move { one_post_body(&listener).await });
+    run(1).await;
+    let alert = tokio::time::timeout(Duration::from_secs(10), alert)
+        .await
+        .expect("no alert arrived")
+        .unwrap();
+    let dec =
+        |a: &serde_json::Value| -> rust_decimal::Decimal { a.as_str().unwrap().parse().unwrap() };
+    assert_eq!(dec(&alert["spent"]), rust_decimal::Decimal::new(8, 1));
+    assert_eq!(dec(&alert["reserved"]), rust_decimal::Decimal::ZERO);
+}

@@ -14,8 +14,8 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use pagoda_engine::{CacheSalt, TenantKey};
 use pagoda_gateway::{
-    clock, Admitted, ChoiceEnd, Gateway, GatewayConfig, PlannedPrompt, RequestId, Ticket,
-    UsageQuery,
+    clock, Admitted, ChoiceEnd, Gateway, GatewayConfig, GatewayError, PlannedPrompt, RequestId,
+    Ticket, UsageQuery,
 };
 use pagoda_runtime::{GenerateRequest, RequestOutput};
 use serde_json::json;
@@ -37,10 +37,16 @@ pub async fn start(state: &AppState, config: Option<GatewayConfig>) -> Result<()
     if keys == 0 {
         tracing::warn!("the gateway has no API keys yet; create one with `pagoda keys create`");
     }
-    for name in state.served_model_names() {
-        if !gateway.policy().is_priced(name) {
-            tracing::warn!(model = %name, "no price for this model in the gateway policy; its requests cost 0");
+    // Requests are priced and allowed by the served model, whatever alias they name.
+    let model = state.model_name();
+    if !gateway.policy().is_priced(model) {
+        if gateway.policy().has_budgets() {
+            return Err(GatewayError::Unpriced {
+                model: model.to_string(),
+            }
+            .into());
         }
+        tracing::warn!(%model, "no price for this model in the gateway policy; its requests cost 0");
     }
     tracing::info!(keys, "gateway on: requests need an API key");
     state.set_gateway(gateway);
@@ -65,13 +71,18 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
     let Some(gateway) = state.gateway() else {
         return next.run(req).await;
     };
-    if is_open(req.uri().path()) {
-        return next.run(req).await;
-    }
     let header = req
         .headers()
         .get(AUTHORIZATION)
         .map(|v| v.to_str().unwrap_or(""));
+    if is_open(req.uri().path()) {
+        // Open without a key; with a good one the caller rides along (an admin's scrape of
+        // /metrics also gets the per-tenant series).
+        if let Some(caller) = header.and_then(|h| gateway.authenticate(Some(h)).ok()) {
+            req.extensions_mut().insert(caller);
+        }
+        return next.run(req).await;
+    }
     match gateway.authenticate(header) {
         Ok(caller) => {
             req.extensions_mut().insert(caller);
@@ -87,13 +98,13 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
 pub fn precheck(
     state: &AppState,
     caller: Option<&Caller>,
-    model: Option<&str>,
     sequences: usize,
 ) -> Result<(), ApiError> {
     let (Some(gateway), Some(caller)) = (state.gateway(), caller) else {
         return Ok(());
     };
-    let model = model.unwrap_or(state.model_name());
+    // Whatever alias the client named: one model is served, priced and allowed by its name.
+    let model = state.model_name();
     let shape = [PlannedPrompt {
         prompt_tokens: 0,
         max_tokens: 0,
@@ -109,7 +120,6 @@ pub async fn admit(
     state: &AppState,
     caller: Option<&Caller>,
     response_id: &str,
-    model: Option<&str>,
     requests: &mut [GenerateRequest],
     client_salt: Option<&str>,
 ) -> Result<Option<Arc<Ticket>>, ApiError> {
@@ -119,7 +129,7 @@ pub async fn admit(
         }
         return Ok(None);
     };
-    let model = model.unwrap_or(state.model_name());
+    let model = state.model_name();
     let mut plan: Vec<PlannedPrompt> = requests
         .iter()
         .map(|r| PlannedPrompt {
@@ -178,9 +188,13 @@ pub async fn observe(ticket: Option<&Ticket>, prompt_index: usize, out: &Request
     }
 }
 
-/// Per-tenant counters for `/metrics`.
-pub fn render_metrics(state: &AppState, out: &mut String) {
-    if let Some(gateway) = state.gateway() {
+/// Per-tenant counters for `/metrics`, for admin callers only: tenants' names, tokens and
+/// spend are not for an unauthenticated scrape.
+pub fn render_metrics(state: &AppState, caller: Option<&Caller>, out: &mut String) {
+    let Some(gateway) = state.gateway() else {
+        return;
+    };
+    if caller.is_some_and(|c| gateway.authorize_usage(c).is_ok()) {
         gateway.render_metrics(out);
     }
 }

@@ -235,8 +235,37 @@ async fn a_budget_holds_under_200_concurrent_requests_and_events_match_responses
     assert_eq!(r.json["error"]["param"], "from");
     let r = s.get(Some(&admin), "/v1/usage?group_by=colour").await;
     assert_eq!(r.status, 400);
-    // And the Prometheus counters.
-    let (_, metrics) = s.server.get_text("/metrics").await;
+    let r = s.get(Some(&admin), "/v1/usage?from=9223372036854775").await;
+    assert_eq!(r.status, 400, "{}", r.json);
+    // And the Prometheus counters: per tenant only for an admin's scrape.
+    let (_, open) = s.server.get_text("/metrics").await;
+    assert!(
+        open.contains("pagoda:") && !open.contains("tenant=\""),
+        "{open}"
+    );
+    let acme_scrape = s
+        .server
+        .client
+        .get(s.server.url("/metrics"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!acme_scrape.contains("tenant=\""));
+    let metrics = s
+        .server
+        .client
+        .get(s.server.url("/metrics"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     let line = metrics
         .lines()
         .find(|l| l.starts_with("pagoda:gateway_cost_total{tenant=\"acme\""))
@@ -317,6 +346,59 @@ async fn an_aborted_stream_is_billed_for_what_it_produced_and_frees_its_slot() {
         + Decimal::from(e.completion_tokens) * dec("1.50"))
         / Decimal::from(1_000_000u64);
     assert_eq!(e.cost, expected);
+}
+
+/// A client that reads a little and then stops reading: the engine stops queueing for it
+/// (`max_unread_outputs`), the connection is closed at the write deadline, and the event
+/// bills every token the engine generated, not only what the server managed to send.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_is_billed_for_everything_generated() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let mut engine = common::engine_config(MODEL);
+    engine.max_unread_outputs = 4;
+    let http = pagoda_server::HttpLimits {
+        write_timeout: Duration::from_millis(500),
+        ..Default::default()
+    };
+    let s = GatewayServer::start_tuned(PRICES, engine, http).await;
+    let key = s.key("acme");
+    // 48,000 tokens of events, several MB: more than the socket buffers and hyper hold.
+    let body = json!({"model": MODEL, "prompt": "Once upon a time", "max_tokens": 500,
+        "ignore_eos": true, "n": 96, "stream": true, "temperature": 1.0, "seed": 3});
+    let body = body.to_string();
+    let addr = s.server.base.trim_start_matches("http://").to_string();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(2048).unwrap();
+    let mut conn = socket.connect(addr.parse().unwrap()).await.unwrap();
+    let request = format!(
+        "POST /v1/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {key}\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    conn.write_all(request.as_bytes()).await.unwrap();
+    let mut first = [0u8; 1024];
+    conn.read_exact(&mut first).await.unwrap();
+    assert!(first.starts_with(b"HTTP/1.1 200"));
+    // Not another byte is read; the event appears once the server gives up on the client.
+    let mut events = Vec::new();
+    for _ in 0..600 {
+        s.gateway.flush().await;
+        events = read_events(&s.db).unwrap();
+        if !events.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let e = events.first().expect("no cost event");
+    assert_eq!(e.status, Status::Aborted, "{e:?}");
+    let generated = s.server.engine.stats().generation_tokens_total;
+    assert!(
+        generated < 96 * 500,
+        "the stalled request ran to the end: {generated}"
+    );
+    assert_eq!(e.completion_tokens, generated, "{e:?}");
+    drop(conn);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -23,16 +23,21 @@ struct Redis {
 
 impl Redis {
     fn start(dir: &std::path::Path) -> Redis {
-        let binary = ["/usr/bin/redis-server", "/usr/sbin/redis-server"]
-            .iter()
-            .map(PathBuf::from)
-            .find(|p| p.exists())
-            .expect("redis-server is not installed (apt-get install redis-server)");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
+        Redis::start_on(dir, port)
+    }
+
+    /// A fresh, empty Redis (no persistence) on `port`.
+    fn start_on(dir: &std::path::Path, port: u16) -> Redis {
+        let binary = ["/usr/bin/redis-server", "/usr/sbin/redis-server"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.exists())
+            .expect("redis-server is not installed (apt-get install redis-server)");
         let child = Command::new(binary)
             .args([
                 "--port",
@@ -65,6 +70,18 @@ impl Redis {
             std::thread::sleep(Duration::from_millis(20));
         }
         Redis { child, port }
+    }
+}
+
+impl Redis {
+    /// Stops (SIGSTOP) or resumes (SIGCONT) the process: a Redis that accepts connections
+    /// and never answers.
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
     }
 }
 
@@ -176,5 +193,99 @@ async fn two_replicas_share_one_token_rate_and_one_budget_through_redis() {
     assert_eq!(
         events.iter().filter(|e| e.tenant.as_str() == "tok").count() as u64,
         tok_ok
+    );
+}
+
+/// A Redis that stops answering fails admission closed, quickly (500, not a hang), and the
+/// gateway recovers when it answers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_that_stops_answering_fails_admission_closed_and_fast() {
+    let dir = tempfile::tempdir().unwrap();
+    let redis = Redis::start(dir.path());
+    let url = format!("redis://127.0.0.1:{}/", redis.port);
+    let s = GatewayServer::start_in(
+        dir.path().into(),
+        &format!("{PRICES}\n[tenants.t]\n"),
+        Some(url),
+    )
+    .await;
+    let key = s.key("t");
+    assert_eq!(
+        s.post(Some(&key), "/v1/completions", body()).await.status,
+        200
+    );
+    redis.signal("-STOP");
+    let started = Instant::now();
+    let r = s.post(Some(&key), "/v1/completions", body()).await;
+    let waited = started.elapsed();
+    redis.signal("-CONT");
+    assert_eq!(r.status, 500, "{}", r.json);
+    assert_eq!(r.json["error"]["type"], "server_error");
+    assert!(
+        waited < Duration::from_secs(8),
+        "admission hung for {waited:?}"
+    );
+    let mut status = 0;
+    for _ in 0..100 {
+        status = s.post(Some(&key), "/v1/completions", body()).await.status;
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, 200, "no recovery after Redis answered again");
+}
+
+/// Redis restarts empty (no persistence): the tenant's spend is seeded again from the
+/// metering store, so the budget is not handed out afresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_survives_a_redis_restart_without_persistence() {
+    let dir = tempfile::tempdir().unwrap();
+    let redis = Redis::start(dir.path());
+    let port = redis.port;
+    let url = format!("redis://127.0.0.1:{port}/");
+    let probe_policy = format!("{PRICES}\n[tenants.probe]\n");
+    let s = GatewayServer::start_in(dir.path().into(), &probe_policy, Some(url)).await;
+    let probe = s.key("probe");
+    let r = s.post(Some(&probe), "/v1/completions", body()).await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    let cost = cost_of(&r.json["usage"]);
+    // Room for exactly three requests a day.
+    let staged = dir.path().join("gateway.toml.new");
+    std::fs::write(
+        &staged,
+        format!(
+            "{PRICES}\n[tenants.bud]\nbudget = {{ daily = \"{}\" }}\n",
+            cost * dec("3.5")
+        ),
+    )
+    .unwrap();
+    std::fs::rename(&staged, &s.policy).unwrap();
+    s.gateway.reload_policy().unwrap();
+    let bud = s.key("bud");
+    for _ in 0..2 {
+        let r = s.post(Some(&bud), "/v1/completions", body()).await;
+        assert_eq!(r.status, 200, "{}", r.json);
+    }
+    s.gateway.flush().await;
+    drop(redis);
+    let _redis = Redis::start_on(dir.path(), port);
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        let mut r = s.post(Some(&bud), "/v1/completions", body()).await;
+        // The connection to the old process may fail once while it reconnects.
+        for _ in 0..50 {
+            if r.status != 500 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            r = s.post(Some(&bud), "/v1/completions", body()).await;
+        }
+        statuses.push(r.status);
+    }
+    assert_eq!(
+        statuses,
+        vec![200, 429, 429, 429],
+        "one request left of three"
     );
 }

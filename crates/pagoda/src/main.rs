@@ -82,7 +82,8 @@ fn main() {
     let result = match cli.command {
         Command::Serve(args) => {
             init_logging();
-            pagoda_server::run_serve(*args).map_err(Into::into)
+            // The server's errors already spell out their causes; `{:#}` would repeat them.
+            pagoda_server::run_serve(*args).map_err(|e| anyhow::Error::msg(e.to_string()))
         }
         Command::Generate(args) => commands::generate::run(args),
         Command::Bench(BenchCommand::Forward(args)) => commands::bench_forward::run(args),

@@ -380,3 +380,45 @@ fn api_keys_never_appear_in_logs_errors_or_the_database() {
         }
     }
 }
+
+/// Prices follow the served model, never the alias a client names; with budgets set, a
+/// served model without a price would be free to use, so the server refuses to start.
+#[test]
+fn budgets_with_an_unpriced_served_model_refuse_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("gw.toml");
+    std::fs::write(
+        &policy,
+        "[pricing.\"cheap-alias\"]\ninput = \"0\"\noutput = \"0\"\n[tenants.acme]\nbudget = { daily = \"1\" }\n",
+    )
+    .unwrap();
+    let model = model();
+    let db = dir.path().join("gw.db");
+    let result = run(&[
+        "serve",
+        "--model",
+        model.to_str().unwrap(),
+        "--served-model-name",
+        "tiny-qwen2,cheap-alias",
+        "--port",
+        "0",
+        "--kv-cache-memory",
+        "32MiB",
+        "--gateway-db",
+        db.to_str().unwrap(),
+        "--gateway-config",
+        policy.to_str().unwrap(),
+    ]);
+    let (ok, _, stderr) = result;
+    assert!(!ok, "the server started: {stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("error: ") && last.contains("no price for the model `tiny-qwen2`"),
+        "{stderr}"
+    );
+    assert_eq!(
+        last.matches("no price").count(),
+        1,
+        "the cause is said once: {last}"
+    );
+}

@@ -14,19 +14,36 @@ use crate::error::{GatewayError, Limit};
 use crate::ids::TenantId;
 use crate::policy::TenantPolicy;
 
+/// One period's money: settled spend and open reservations.
 #[derive(Debug, Default)]
 struct Ledger {
     key: i64,
     spent: Decimal,
+    reserved: Decimal,
 }
 
 impl Ledger {
-    fn at(&mut self, key: i64) -> &mut Decimal {
+    /// The ledger of period `key`, emptied if it was another period's.
+    fn at(&mut self, key: i64) -> &mut Ledger {
         if self.key != key {
             self.key = key;
             self.spent = Decimal::ZERO;
+            self.reserved = Decimal::ZERO;
         }
-        &mut self.spent
+        self
+    }
+
+    fn committed(&self) -> Decimal {
+        self.spent + self.reserved
+    }
+}
+
+fn spend(state: &TenantState) -> Spend {
+    Spend {
+        day: state.day.spent,
+        month: state.month.spent,
+        reserved_day: state.day.reserved,
+        reserved_month: state.month.reserved,
     }
 }
 
@@ -61,8 +78,8 @@ impl LocalLimiter {
     ) {
         let mut tenants = self.tenants.lock().unwrap_or_else(|e| e.into_inner());
         let state = tenants.entry(tenant.clone()).or_default();
-        *state.day.at(day) = day_spent;
-        *state.month.at(month) = month_spent;
+        state.day.at(day).spent = day_spent;
+        state.month.at(month).spent = month_spent;
     }
 
     pub fn reserve(
@@ -95,7 +112,7 @@ impl LocalLimiter {
             (Period::Month, &mut state.month, r.month),
         ] {
             if let Some(limit) = hard_limit(policy, period) {
-                if *ledger.at(key) + r.cost > limit {
+                if ledger.at(key).committed() + r.cost > limit {
                     return Err(GatewayError::QuotaExhausted {
                         tenant: r.tenant.to_string(),
                         period: period.name(),
@@ -112,12 +129,9 @@ impl LocalLimiter {
             bucket.take(r.tokens);
         }
         state.in_flight = state.in_flight.saturating_add(r.sequences);
-        *state.day.at(r.day) += r.cost;
-        *state.month.at(r.month) += r.cost;
-        Ok(Spend {
-            day: state.day.spent,
-            month: state.month.spent,
-        })
+        state.day.at(r.day).reserved += r.cost;
+        state.month.at(r.month).reserved += r.cost;
+        Ok(spend(state))
     }
 
     /// Whether `reserve` could pass for a request of `sequences` sequences, without taking
@@ -147,7 +161,7 @@ impl LocalLimiter {
         for (period, ledger) in [(Period::Day, &state.day), (Period::Month, &state.month)] {
             let current = ledger.key == period.key(now_ms);
             if let (Some(limit), true) = (hard_limit(policy, period), current) {
-                if ledger.spent >= limit {
+                if ledger.committed() >= limit {
                     return Err(GatewayError::QuotaExhausted {
                         tenant: tenant.to_string(),
                         period: period.name(),
@@ -173,16 +187,20 @@ impl LocalLimiter {
         if let (Some(bucket), Some(limit)) = (state.tokens.as_mut(), policy.tokens_per_minute) {
             bucket.give_back(limit, r.tokens.saturating_sub(tokens), now_ms);
         }
-        // A period that rolled over since admission has been reset; nothing to correct.
-        for (ledger, key) in [(&mut state.day, r.day), (&mut state.month, r.month)] {
+        // A request admitted in a period that has rolled over since is spent in the current
+        // one (as its cost event is dated); its reservation went with the old period.
+        for (ledger, key, period) in [
+            (&mut state.day, r.day, Period::Day),
+            (&mut state.month, r.month, Period::Month),
+        ] {
             if ledger.key == key {
-                ledger.spent += cost - r.cost;
+                ledger.reserved = (ledger.reserved - r.cost).max(Decimal::ZERO);
+                ledger.spent += cost;
+            } else {
+                ledger.at(period.key(now_ms)).spent += cost;
             }
         }
-        Spend {
-            day: state.day.spent,
-            month: state.month.spent,
-        }
+        spend(state)
     }
 }
 
@@ -240,10 +258,9 @@ mod tests {
         ));
         // One request used only a third of its reservation: room for another.
         l.settle(&p, &r, 5, Decimal::from_str("0.10").unwrap(), 0);
-        assert_eq!(
-            l.reserve(&p, &r, 0).unwrap().day,
-            Decimal::from_str("1.00").unwrap()
-        );
+        let spend = l.reserve(&p, &r, 0).unwrap();
+        assert_eq!(spend.day, Decimal::from_str("0.10").unwrap());
+        assert_eq!(spend.reserved_day, Decimal::from_str("0.90").unwrap());
         // The next day starts empty.
         let tomorrow = Reservation::new(TenantId::new("t"), 10, r.cost, 86_400_000);
         assert!(l.reserve(&p, &tomorrow, 86_400_000).is_ok());

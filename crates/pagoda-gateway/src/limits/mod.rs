@@ -50,11 +50,15 @@ impl Reservation {
     }
 }
 
-/// A tenant's spend in the current periods (settled costs plus open reservations).
+/// A tenant's spend in the current periods: what settled requests cost, and apart from it
+/// the worst cases still reserved by requests in flight (a hard budget counts both; alerts
+/// only the settled spend, so one large reservation does not announce a crossing early).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Spend {
     pub day: Decimal,
     pub month: Decimal,
+    pub reserved_day: Decimal,
+    pub reserved_month: Decimal,
 }
 
 pub enum Limiter {

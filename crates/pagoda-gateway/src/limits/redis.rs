@@ -7,7 +7,10 @@
 //! rounding can only make enforcement stricter). Lua compares them as doubles, which is
 //! exact up to 2^53 nanos, about nine million currency units per tenant and period.
 
-use redis::aio::ConnectionManager;
+use std::future::Future;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
 use rust_decimal::prelude::ToPrimitive;
 use rust_decimal::Decimal;
@@ -30,6 +33,9 @@ local rpm, tpm, conc = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local tokens, cost = tonumber(ARGV[4]), tonumber(ARGV[5])
 local day_limit, month_limit = tonumber(ARGV[6]), tonumber(ARGV[7])
 local seqs = tonumber(ARGV[8])
+-- A budgeted tenant's spend must have been seeded from the metering store this day (Redis
+-- may have restarted empty): the caller seeds and comes back.
+if ARGV[9] == '1' and redis.call('EXISTS', KEYS[8]) == 0 then return {7, 0} end
 local inflight = tonumber(redis.call('GET', KEYS[3]) or '0')
 if conc >= 0 and inflight + seqs > conc then return {3, 1000} end
 local rl, tl
@@ -44,8 +50,12 @@ if tpm >= 0 then
 end
 local day = tonumber(redis.call('GET', KEYS[4]) or '0')
 local month = tonumber(redis.call('GET', KEYS[5]) or '0')
-if day_limit >= 0 and day + cost > day_limit then return {4, 0} end
-if month_limit >= 0 and month + cost > month_limit then return {5, 0} end
+local rday = tonumber(redis.call('GET', KEYS[6]) or '0')
+local rmonth = tonumber(redis.call('GET', KEYS[7]) or '0')
+if day_limit >= 0 and day + rday + cost > day_limit then return {4, 0} end
+if month_limit >= 0 and month + rmonth + cost > month_limit then return {5, 0} end
+-- Past 2^53 nanos the sums are no longer exact: refused before anything is written.
+if month + rmonth + cost > 9007199254740992 then return {6, 0} end
 if rpm >= 0 then
   redis.call('HSET', KEYS[1], 'level', tostring(rl - 1), 'ts', now)
   redis.call('PEXPIRE', KEYS[1], 120000)
@@ -56,11 +66,11 @@ if tpm >= 0 then
 end
 redis.call('INCRBY', KEYS[3], seqs)
 redis.call('EXPIRE', KEYS[3], 86400)
-day = redis.call('INCRBY', KEYS[4], ARGV[5])
-redis.call('EXPIRE', KEYS[4], 3 * 86400)
-month = redis.call('INCRBY', KEYS[5], ARGV[5])
-redis.call('EXPIRE', KEYS[5], 40 * 86400)
-return {0, 0, tostring(day), tostring(month)}
+rday = redis.call('INCRBY', KEYS[6], ARGV[5])
+redis.call('EXPIRE', KEYS[6], 3 * 86400)
+rmonth = redis.call('INCRBY', KEYS[7], ARGV[5])
+redis.call('EXPIRE', KEYS[7], 40 * 86400)
+return {0, 0, tostring(day), tostring(month), tostring(rday), tostring(rmonth)}
 "#;
 
 const SETTLE: &str = r#"
@@ -77,15 +87,45 @@ if tpm >= 0 and refund > 0 then
     redis.call('HSET', KEYS[1], 'level', tostring(lv), 'ts', now)
   end
 end
+local function unreserve(key)
+  local left = tonumber(redis.call('GET', key) or '0') - tonumber(ARGV[5])
+  if left > 0 then redis.call('SET', key, left, 'KEEPTTL') else redis.call('DEL', key) end
+  return math.max(left, 0)
+end
+local rday = unreserve(KEYS[5])
+local rmonth = unreserve(KEYS[6])
 local day = redis.call('INCRBY', KEYS[3], ARGV[3])
+redis.call('EXPIRE', KEYS[3], 3 * 86400)
 local month = redis.call('INCRBY', KEYS[4], ARGV[3])
-return {tostring(day), tostring(month)}
+redis.call('EXPIRE', KEYS[4], 40 * 86400)
+return {tostring(day), tostring(month), tostring(rday), tostring(rmonth)}
 "#;
+
+/// Raises the settled spend to what the metering store holds (never lowers it: settlements
+/// since a restart are counted in both), and marks the day as seeded.
+const SEED: &str = r#"
+for i = 1, 2 do
+  local cur = tonumber(redis.call('GET', KEYS[i]) or '0')
+  local store = tonumber(ARGV[i])
+  if store > cur then redis.call('SET', KEYS[i], ARGV[i]) end
+  redis.call('EXPIRE', KEYS[i], i == 1 and 3 * 86400 or 40 * 86400)
+end
+redis.call('SET', KEYS[3], '1', 'EX', 3 * 86400)
+return 0
+"#;
+
+/// How long one Redis round trip may take before admission fails closed (a 500), and how
+/// long a connection attempt may take.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// The whole of one call, reconnection attempts included.
+const CALL_TIMEOUT: Duration = Duration::from_secs(3);
 
 pub struct RedisLimiter {
     conn: ConnectionManager,
     reserve: Script,
     settle: Script,
+    seed: Script,
     prefix: String,
 }
 
@@ -112,16 +152,51 @@ fn limit_arg(limit: Option<u64>) -> i64 {
     limit.map_or(-1, |l| l.min(i64::MAX as u64) as i64)
 }
 
+/// A Redis call that does not answer in `CALL_TIMEOUT` is an error, never a hang.
+async fn bounded<T>(call: impl Future<Output = T>) -> Result<T, GatewayError> {
+    tokio::time::timeout(CALL_TIMEOUT, call)
+        .await
+        .map_err(|_| GatewayError::RedisTimeout(CALL_TIMEOUT))
+}
+
 impl RedisLimiter {
     pub async fn connect(url: &str) -> Result<RedisLimiter, GatewayError> {
         let client = redis::Client::open(url)?;
-        let conn = ConnectionManager::new(client).await?;
+        let config = ConnectionManagerConfig::new()
+            .set_response_timeout(RESPONSE_TIMEOUT)
+            .set_connection_timeout(CONNECT_TIMEOUT)
+            .set_number_of_retries(2);
+        let conn = bounded(ConnectionManager::new_with_config(client, config)).await??;
         Ok(RedisLimiter {
             conn,
             reserve: Script::new(RESERVE),
             settle: Script::new(SETTLE),
+            seed: Script::new(SEED),
             prefix: "pagoda:gw".into(),
         })
+    }
+
+    /// Sets the reservation's day and month spend from the metering store's figures.
+    pub async fn seed(
+        &self,
+        r: &Reservation,
+        day: Decimal,
+        month: Decimal,
+    ) -> Result<(), GatewayError> {
+        let (day_key, month_key) = self.spend_keys(r);
+        let mut conn = self.conn.clone();
+        let mut call = self.seed.prepare_invoke();
+        call.key(day_key)
+            .key(month_key)
+            .key(self.seeded_key(r))
+            .arg(nanos_up(day))
+            .arg(nanos_up(month));
+        bounded(call.invoke_async::<i64>(&mut conn)).await??;
+        Ok(())
+    }
+
+    fn seeded_key(&self, r: &Reservation) -> String {
+        self.key(r, &format!("seeded:d{}", r.day))
     }
 
     /// Keys of one tenant, in one hash slot (the braces) so a Redis Cluster can run the
@@ -130,10 +205,19 @@ impl RedisLimiter {
         format!("{}:{{{}}}:{what}", self.prefix, r.tenant)
     }
 
+    /// Settled spend of the reservation's day and month.
     fn spend_keys(&self, r: &Reservation) -> (String, String) {
         (
             self.key(r, &format!("spend:d{}", r.day)),
             self.key(r, &format!("spend:m{}", r.month)),
+        )
+    }
+
+    /// What requests in flight have reserved in the same periods.
+    fn reserved_keys(&self, r: &Reservation) -> (String, String) {
+        (
+            self.key(r, &format!("reserved:d{}", r.day)),
+            self.key(r, &format!("reserved:m{}", r.month)),
         )
     }
 
@@ -143,15 +227,18 @@ impl RedisLimiter {
         r: &Reservation,
     ) -> Result<Spend, GatewayError> {
         let (day_key, month_key) = self.spend_keys(r);
+        let (reserved_day, reserved_month) = self.reserved_keys(r);
         let limit = |p| hard_limit(policy, p).map_or(-1, nanos_down);
         let mut conn = self.conn.clone();
-        let reply: Vec<redis::Value> = self
-            .reserve
-            .key(self.key(r, "rpm"))
+        let mut call = self.reserve.prepare_invoke();
+        call.key(self.key(r, "rpm"))
             .key(self.key(r, "tpm"))
             .key(self.key(r, "inflight"))
             .key(day_key)
             .key(month_key)
+            .key(reserved_day)
+            .key(reserved_month)
+            .key(self.seeded_key(r))
             .arg(limit_arg(policy.requests_per_minute))
             .arg(limit_arg(policy.tokens_per_minute))
             .arg(limit_arg(policy.max_concurrent))
@@ -160,8 +247,8 @@ impl RedisLimiter {
             .arg(limit(Period::Day))
             .arg(limit(Period::Month))
             .arg(r.sequences)
-            .invoke_async(&mut conn)
-            .await?;
+            .arg(if policy.budget.is_some() { "1" } else { "0" });
+        let reply: Vec<redis::Value> = bounded(call.invoke_async(&mut conn)).await??;
         let int = |i: usize| match reply.get(i) {
             Some(redis::Value::Int(n)) => *n,
             _ => 0,
@@ -176,7 +263,14 @@ impl RedisLimiter {
             0 => Ok(Spend {
                 day: from_nanos(&text(2)),
                 month: from_nanos(&text(3)),
+                reserved_day: from_nanos(&text(4)),
+                reserved_month: from_nanos(&text(5)),
             }),
+            7 => Err(GatewayError::Unseeded),
+            6 => Err(GatewayError::invalid(
+                "max_tokens",
+                "the worst-case cost of this request is too large to account for",
+            )),
             1 => Err(GatewayError::RateLimited {
                 limit: Limit::RequestsPerMinute,
                 retry_after: wait,
@@ -212,22 +306,27 @@ impl RedisLimiter {
         cost: Decimal,
     ) -> Result<Spend, GatewayError> {
         let (day_key, month_key) = self.spend_keys(r);
+        let (reserved_day, reserved_month) = self.reserved_keys(r);
         let mut conn = self.conn.clone();
-        let reply: Vec<String> = self
-            .settle
-            .key(self.key(r, "tpm"))
+        let mut call = self.settle.prepare_invoke();
+        call.key(self.key(r, "tpm"))
             .key(self.key(r, "inflight"))
             .key(day_key)
             .key(month_key)
+            .key(reserved_day)
+            .key(reserved_month)
             .arg(limit_arg(policy.tokens_per_minute))
             .arg(r.tokens.saturating_sub(tokens))
-            .arg(nanos_up(cost) - nanos_up(r.cost))
+            .arg(nanos_up(cost))
             .arg(r.sequences)
-            .invoke_async(&mut conn)
-            .await?;
+            .arg(nanos_up(r.cost));
+        let reply: Vec<String> = bounded(call.invoke_async(&mut conn)).await??;
+        let at = |i: usize| reply.get(i).map_or(Decimal::ZERO, |s| from_nanos(s));
         Ok(Spend {
-            day: reply.first().map_or(Decimal::ZERO, |s| from_nanos(s)),
-            month: reply.get(1).map_or(Decimal::ZERO, |s| from_nanos(s)),
+            day: at(0),
+            month: at(1),
+            reserved_day: at(2),
+            reserved_month: at(3),
         })
     }
 }

@@ -83,12 +83,7 @@ pub async fn run(
                 validate::validate(&json, endpoint, state.limits(), loaded.engine.info().into())?;
             drop(json);
             state.check_model(params.model.as_deref())?;
-            gateway::precheck(
-                &state,
-                work_caller.as_ref(),
-                params.model.as_deref(),
-                params.sequences(),
-            )?;
+            gateway::precheck(&state, work_caller.as_ref(), params.sequences())?;
             let prepared = prepare::prepare(
                 loaded,
                 state.guard(),
@@ -149,7 +144,6 @@ pub async fn run(
         state,
         caller.as_ref(),
         &meta.id,
-        request.model.as_deref(),
         &mut requests,
         request.cache_salt.as_deref(),
     )

@@ -3,10 +3,11 @@
 use axum::extract::State;
 use axum::http::{header, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use serde_json::json;
 
 use crate::error::ApiError;
+use crate::gateway::Caller;
 use crate::state::AppState;
 
 /// 200 once the model is loaded and the engine loop is alive; 503 while loading, draining,
@@ -30,10 +31,11 @@ pub async fn health(State(state): State<AppState>) -> Response {
     }
 }
 
-pub async fn metrics(State(state): State<AppState>) -> Response {
+pub async fn metrics(State(state): State<AppState>, caller: Option<Extension<Caller>>) -> Response {
     let stats = state.loaded().map(|l| l.engine.stats());
     let mut text = state.metrics().render(state.model_name(), stats.as_ref());
-    crate::gateway::render_metrics(&state, &mut text);
+    let caller = caller.map(|Extension(c)| c);
+    crate::gateway::render_metrics(&state, caller.as_ref(), &mut text);
     (
         [(
             header::CONTENT_TYPE,
