@@ -63,6 +63,9 @@ pub enum GatewayError {
     Unseeded,
     #[error("metering sink: {0}")]
     Sink(String),
+    /// Requests cannot be metered right now, so none is admitted (503).
+    #[error("usage cannot be recorded right now; retry shortly")]
+    MeteringUnavailable,
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
@@ -80,6 +83,7 @@ impl GatewayError {
         match self {
             GatewayError::RateLimited { retry_after, .. }
             | GatewayError::QuotaExhausted { retry_after, .. } => Some(*retry_after),
+            GatewayError::MeteringUnavailable => Some(Duration::from_secs(5)),
             _ => None,
         }
     }

@@ -38,6 +38,33 @@ pub struct GatewayConfig {
     pub redis_url: Option<String>,
     /// How often the policy file is checked for changes.
     pub reload_every: Duration,
+    /// What admission does while the metering store fails.
+    pub metering_on_failure: MeteringFailure,
+}
+
+/// `--metering-on-failure`: while the metering store refuses writes (its events are kept
+/// and retried either way), `Refuse` answers new requests 503, `Serve` goes on serving with
+/// the events queued in memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MeteringFailure {
+    #[default]
+    Refuse,
+    Serve,
+}
+
+impl std::str::FromStr for MeteringFailure {
+    type Err = GatewayError;
+
+    fn from_str(s: &str) -> Result<MeteringFailure, GatewayError> {
+        match s {
+            "refuse" => Ok(MeteringFailure::Refuse),
+            "serve" => Ok(MeteringFailure::Serve),
+            _ => Err(GatewayError::invalid(
+                "metering-on-failure",
+                format!("`{s}` is not refuse or serve"),
+            )),
+        }
+    }
 }
 
 impl GatewayConfig {
@@ -48,6 +75,7 @@ impl GatewayConfig {
             sink: SinkSpec::Sqlite(None),
             redis_url: None,
             reload_every: Duration::from_secs(2),
+            metering_on_failure: MeteringFailure::Refuse,
         }
     }
 }
@@ -94,6 +122,7 @@ pub struct Gateway {
     pub(crate) sink: Sink,
     pub(crate) alerts: Alerter,
     pub(crate) stats: TenantStats,
+    metering_on_failure: MeteringFailure,
 }
 
 impl Gateway {
@@ -108,7 +137,7 @@ impl Gateway {
             Some(url) => Limiter::Redis(RedisLimiter::connect(url).await?),
             None => Limiter::Local(LocalLimiter::new()),
         };
-        let gateway = Gateway::from_parts(keys, policy, limiter, sink);
+        let gateway = Gateway::build(keys, policy, limiter, sink, config.metering_on_failure);
         // A metering store that cannot answer (ClickHouse down) must not keep the server
         // from starting; the counters then start from zero, which the log says.
         if let Err(e) = gateway.seed_spend().await {
@@ -124,6 +153,16 @@ impl Gateway {
         limiter: Limiter,
         sink: Sink,
     ) -> Arc<Gateway> {
+        Gateway::build(keys, policy, limiter, sink, MeteringFailure::Refuse)
+    }
+
+    fn build(
+        keys: KeyStore,
+        policy: PolicyStore,
+        limiter: Limiter,
+        sink: Sink,
+        metering_on_failure: MeteringFailure,
+    ) -> Arc<Gateway> {
         Arc::new(Gateway {
             keys,
             policy: Arc::new(policy),
@@ -131,6 +170,7 @@ impl Gateway {
             sink,
             alerts: Alerter::default(),
             stats: TenantStats::default(),
+            metering_on_failure,
         })
     }
 
@@ -161,6 +201,14 @@ impl Gateway {
                 Period::Month.key(now),
                 row.cost,
             );
+        }
+        Ok(())
+    }
+
+    /// With `MeteringFailure::Refuse`, nothing is admitted while the store fails.
+    fn check_metering(&self) -> Result<(), GatewayError> {
+        if self.metering_on_failure == MeteringFailure::Refuse && self.sink.health().is_failing() {
+            return Err(GatewayError::MeteringUnavailable);
         }
         Ok(())
     }
@@ -265,6 +313,7 @@ impl Gateway {
         model: &str,
         prompts: &mut [PlannedPrompt],
     ) -> Result<Admitted, GatewayError> {
+        self.check_metering()?;
         let policy = self.policy();
         let tenant = policy.tenant(&caller.tenant).clone();
         if !tenant.allows_model(model) {
@@ -353,6 +402,7 @@ impl Gateway {
         model: &str,
         prompts: &[PlannedPrompt],
     ) -> Result<(), GatewayError> {
+        self.check_metering()?;
         let policy = self.policy();
         let tenant = policy.tenant(&caller.tenant);
         if !tenant.allows_model(model) {

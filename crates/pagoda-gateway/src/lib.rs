@@ -26,7 +26,9 @@ mod usage;
 
 pub use error::{GatewayError, Limit};
 pub use event::{CostEvent, Status};
-pub use gateway::{open_sink, Admitted, Caller, Gateway, GatewayConfig, PlannedPrompt};
+pub use gateway::{
+    open_sink, Admitted, Caller, Gateway, GatewayConfig, MeteringFailure, PlannedPrompt,
+};
 pub use ids::{EventId, KeyId, RequestId, TenantId};
 pub use keys::{KeyRecord, KeyStore};
 pub use policy::{Budget, Policy, PolicyStore, TenantPolicy};

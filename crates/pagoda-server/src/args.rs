@@ -74,6 +74,10 @@ pub struct ServeArgs {
     /// share them [default: in process].
     #[arg(long, env = "PAGODA_REDIS_URL")]
     pub redis_url: Option<String>,
+    /// While the metering store fails (its events are kept and retried either way): refuse
+    /// new requests with 503, or serve on [default: refuse].
+    #[arg(long, env = "PAGODA_METERING_ON_FAILURE")]
+    pub metering_on_failure: Option<String>,
     /// Guardrail policy (TOML: PII actions, injection threshold, canaries, per tenant).
     /// Without it requests are not screened, as before.
     #[arg(long, env = "PAGODA_GUARD_CONFIG")]

@@ -88,6 +88,7 @@ impl ApiError {
                 GatewayError::PromptTooLong { .. } | GatewayError::InvalidInput { .. } => {
                     StatusCode::BAD_REQUEST
                 }
+                GatewayError::MeteringUnavailable => StatusCode::SERVICE_UNAVAILABLE,
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             },
         }
@@ -148,6 +149,7 @@ impl ApiError {
                 GatewayError::InvalidInput { what, .. } => {
                     ("invalid_request_error", None, Some(what.to_string()))
                 }
+                GatewayError::MeteringUnavailable => ("service_unavailable", None, None),
                 _ => ("server_error", None, None),
             },
         };

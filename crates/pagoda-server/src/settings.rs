@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use pagoda_gateway::{GatewayConfig, SinkSpec};
+use pagoda_gateway::{GatewayConfig, GatewayError, SinkSpec};
 use pagoda_models::{KvCacheDtype, LoadFormat, WeightDtype};
 use pagoda_runtime::EngineConfig;
 use serde::Deserialize;
@@ -60,6 +60,7 @@ struct FileSettings {
     gateway_config: Option<PathBuf>,
     metering_sink: Option<String>,
     redis_url: Option<String>,
+    metering_on_failure: Option<String>,
     guard_config: Option<PathBuf>,
     audit_log: Option<PathBuf>,
     max_body_bytes: Option<Size>,
@@ -179,12 +180,26 @@ impl Settings {
             Some(d) => d?,
             None => Duration::from_secs(30),
         };
-        let gateway = gateway_config(
+        let mut gateway = gateway_config(
             args.gateway_db.or(file.gateway_db),
             args.gateway_config.or(file.gateway_config),
             args.metering_sink.or(file.metering_sink),
             args.redis_url.or(file.redis_url),
         )?;
+        if let Some(mode) = args.metering_on_failure.or(file.metering_on_failure) {
+            let mode = mode
+                .parse()
+                .map_err(|e: GatewayError| setting("metering-on-failure", e.to_string()))?;
+            match &mut gateway {
+                Some(config) => config.metering_on_failure = mode,
+                None => {
+                    return Err(setting(
+                        "metering-on-failure",
+                        "needs --gateway-db (there is no metering without the gateway)".into(),
+                    ))
+                }
+            }
+        }
         engine.max_pending_per_tenant =
             match args.max_pending_per_tenant.or(file.max_pending_per_tenant) {
                 Some(0) => {

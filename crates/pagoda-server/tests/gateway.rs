@@ -9,7 +9,7 @@ use common::gateway::{cost_of, dec, GatewayServer, PRICES};
 use common::{chat_body, MODEL};
 use futures_util::StreamExt;
 use pagoda_gateway::sink::sqlite::read_events;
-use pagoda_gateway::{KeyId, Status, UsageQuery};
+use pagoda_gateway::{KeyId, MeteringFailure, Status, UsageQuery};
 use rust_decimal::Decimal;
 use serde_json::json;
 
@@ -399,6 +399,67 @@ async fn a_client_that_stops_reading_is_billed_for_everything_generated() {
     );
     assert_eq!(e.completion_tokens, generated, "{e:?}");
     drop(conn);
+}
+
+/// Sets or clears the immutable flag: the SQLite files then refuse writes, even through the
+/// gateway's open descriptors, as a failed or read-only disk would.
+fn immutable(db: &std::path::Path, on: bool) {
+    for path in [db.to_path_buf(), db.with_extension("db-wal")] {
+        let flag = if on { "+i" } else { "-i" };
+        let status = std::process::Command::new("chattr")
+            .arg(flag)
+            .arg(&path)
+            .status()
+            .expect("chattr (e2fsprogs) is needed for this test");
+        assert!(status.success(), "chattr {flag} {}", path.display());
+    }
+}
+
+/// A metering store that refuses writes: by default new requests get 503 once it counts as
+/// failing, with `serve` they are served on; either way every admitted request's event
+/// reaches the store once it takes writes again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_metering_store_refuses_admissions_unless_told_to_serve() {
+    for (mode, expected) in [
+        (MeteringFailure::Refuse, 503),
+        (MeteringFailure::Serve, 200),
+    ] {
+        let s = GatewayServer::start_configured(
+            PRICES,
+            common::engine_config(MODEL),
+            pagoda_server::HttpLimits::default(),
+            |c| c.metering_on_failure = mode,
+        )
+        .await;
+        let key = s.key("acme");
+        let r = s
+            .post(Some(&key), "/v1/completions", completion("Hi", 2))
+            .await;
+        assert_eq!(r.status, 200, "{}", r.json);
+        s.gateway.flush().await;
+        immutable(&s.db, true);
+        let mut served = 1;
+        let mut last = 0;
+        for _ in 0..40 {
+            let r = s
+                .post(Some(&key), "/v1/completions", completion("Hi", 2))
+                .await;
+            last = r.status;
+            if last == 503 {
+                assert_eq!(r.json["error"]["type"], "service_unavailable");
+                assert!(r.headers.get("retry-after").is_some());
+                break;
+            }
+            assert_eq!(last, 200, "{}", r.json);
+            served += 1;
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        immutable(&s.db, false);
+        assert_eq!(last, expected, "{mode:?}");
+        s.gateway.flush().await;
+        let events = read_events(&s.db).unwrap();
+        assert_eq!(events.len(), served, "{mode:?}: an event was lost");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use rust_decimal::Decimal;
 use serde_json::Value;
 
-use super::batcher::{Batcher, Message};
+use super::batcher::{Batcher, Message, SinkHealth};
 use super::spool::Spool;
 use crate::error::GatewayError;
 use crate::event::CostEvent;
@@ -94,6 +94,10 @@ impl ClickHouseSink {
 
     pub fn send(&self, message: Message) {
         self.batcher.send(message);
+    }
+
+    pub fn health(&self) -> &SinkHealth {
+        self.batcher.health()
     }
 
     /// Waits until everything spooled so far is in ClickHouse, or `timeout` passes;
@@ -253,9 +257,13 @@ async fn post(
         .timeout(Duration::from_secs(30))
         .send()
         .await
-        .map_err(|e| format!("ClickHouse unreachable: {e}"))?;
+        // reqwest's message names the URL, credentials and all: never in a log.
+        .map_err(|e| format!("ClickHouse unreachable: {}", e.without_url()))?;
     let status = response.status();
-    let text = response.text().await.map_err(|e| e.to_string())?;
+    let text = response
+        .text()
+        .await
+        .map_err(|e| e.without_url().to_string())?;
     if !status.is_success() {
         return Err(format!("ClickHouse answered {status}: {}", text.trim()));
     }
@@ -347,3 +355,23 @@ fn ship(url: &str, shared: &Shared) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn errors_never_carry_the_url_or_its_credentials() {
+        // Nothing listens on port 9: the connection is refused.
+        let url = "http://metering:s3cret-pass@127.0.0.1:9/?password=hunter2";
+        let err = post(&reqwest::Client::new(), url, "SELECT 1", String::new())
+            .await
+            .unwrap_err();
+        assert!(err.starts_with("ClickHouse unreachable"), "{err}");
+        assert!(
+            !err.contains("s3cret") && !err.contains("hunter2") && !err.contains("metering:"),
+            "{err}"
+        );
+    }
+}
+

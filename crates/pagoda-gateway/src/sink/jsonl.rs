@@ -4,7 +4,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
-use super::batcher::{Batcher, Message};
+use super::batcher::{Batcher, Message, SinkHealth};
 use crate::error::GatewayError;
 use crate::event::CostEvent;
 use crate::usage::{Aggregator, EventFigures, UsageQuery, UsageRow};
@@ -28,6 +28,10 @@ impl JsonlSink {
 
     pub fn send(&self, message: Message) {
         self.batcher.send(message);
+    }
+
+    pub fn health(&self) -> &SinkHealth {
+        self.batcher.health()
     }
 
     pub fn usage(&self, query: &UsageQuery) -> Result<Vec<UsageRow>, GatewayError> {

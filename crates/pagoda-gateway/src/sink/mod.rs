@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use tokio::sync::oneshot;
 
-pub use batcher::Message;
+pub use batcher::{Message, SinkHealth};
 pub use clickhouse::ClickHouseSink;
 pub use jsonl::JsonlSink;
 pub use sqlite::SqliteSink;
@@ -63,6 +63,15 @@ impl Sink {
             Sink::Sqlite(s) => s.send(message),
             Sink::Jsonl(s) => s.send(message),
             Sink::ClickHouse(s) => s.send(message),
+        }
+    }
+
+    /// Whether the store is taking writes; events queued meanwhile are kept and retried.
+    pub fn health(&self) -> &SinkHealth {
+        match self {
+            Sink::Sqlite(s) => s.health(),
+            Sink::Jsonl(s) => s.health(),
+            Sink::ClickHouse(s) => s.health(),
         }
     }
 

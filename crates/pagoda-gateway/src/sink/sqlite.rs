@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use rusqlite::{params, Connection};
 use rust_decimal::Decimal;
 
-use super::batcher::{Batcher, Message};
+use super::batcher::{Batcher, Message, SinkHealth};
 use crate::db;
 use crate::error::GatewayError;
 use crate::event::CostEvent;
@@ -55,6 +55,10 @@ impl SqliteSink {
 
     pub fn send(&self, message: Message) {
         self.batcher.send(message);
+    }
+
+    pub fn health(&self) -> &SinkHealth {
+        self.batcher.health()
     }
 
     pub fn usage(&self, query: &UsageQuery) -> Result<Vec<UsageRow>, GatewayError> {

@@ -48,29 +48,28 @@ impl GatewayServer {
         engine_config: pagoda_runtime::EngineConfig,
         http: HttpLimits,
     ) -> GatewayServer {
+        GatewayServer::start_configured(policy, engine_config, http, |_| {}).await
+    }
+
+    /// With the gateway settings changed by `configure` as well.
+    pub async fn start_configured(
+        policy: &str,
+        engine_config: pagoda_runtime::EngineConfig,
+        http: HttpLimits,
+        configure: impl FnOnce(&mut GatewayConfig),
+    ) -> GatewayServer {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = GatewayServer::start_custom(
-            dir.path().to_path_buf(),
-            policy,
-            None,
-            engine_config,
-            http,
-        )
-        .await;
+        let path = dir.path().to_path_buf();
+        let mut s =
+            GatewayServer::start_custom(path, policy, None, engine_config, http, configure).await;
         s._dir = Some(dir);
         s
     }
 
     /// A server whose gateway uses `dir` (shared by replicas) and Redis if given.
     pub async fn start_in(dir: PathBuf, policy: &str, redis: Option<String>) -> GatewayServer {
-        GatewayServer::start_custom(
-            dir,
-            policy,
-            redis,
-            engine_config(MODEL),
-            HttpLimits::default(),
-        )
-        .await
+        let engine = engine_config(MODEL);
+        GatewayServer::start_custom(dir, policy, redis, engine, HttpLimits::default(), |_| {}).await
     }
 
     async fn start_custom(
@@ -79,6 +78,7 @@ impl GatewayServer {
         redis: Option<String>,
         engine_config: pagoda_runtime::EngineConfig,
         http: HttpLimits,
+        configure: impl FnOnce(&mut GatewayConfig),
     ) -> GatewayServer {
         let policy_path = dir.join("gateway.toml");
         std::fs::write(&policy_path, policy).unwrap();
@@ -87,6 +87,7 @@ impl GatewayServer {
         config.policy = Some(policy_path.clone());
         config.redis_url = redis;
         config.reload_every = Duration::from_millis(50);
+        configure(&mut config);
         let gateway = Gateway::open(config).await.unwrap();
         let template = load_chat_template(&engine_config.model_dir, None).unwrap();
         let engine = pagoda_runtime::start(engine_config).unwrap();
