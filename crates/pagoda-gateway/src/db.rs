@@ -41,6 +41,13 @@ CREATE TABLE IF NOT EXISTS cost_events (
     ts_ms             INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS cost_events_tenant_ts ON cost_events (tenant, ts_ms);
+CREATE TABLE IF NOT EXISTS audit_anchors (
+    log   TEXT NOT NULL,
+    seq   INTEGER NOT NULL,
+    hash  TEXT NOT NULL,
+    ts_ms INTEGER NOT NULL,
+    PRIMARY KEY (log, seq)
+);
 ";
 
 pub fn open(path: &Path) -> Result<Connection, GatewayError> {

@@ -8,6 +8,7 @@
 //! settles the reservation and records the event exactly once.
 
 mod alerts;
+mod anchors;
 pub mod clock;
 mod db;
 mod error;
@@ -24,6 +25,7 @@ mod stats;
 mod ticket;
 mod usage;
 
+pub use anchors::AuditAnchors;
 pub use error::{GatewayError, Limit};
 pub use event::{CostEvent, Status};
 pub use gateway::{

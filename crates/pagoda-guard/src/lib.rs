@@ -25,7 +25,7 @@ pub mod audit;
 pub mod canary;
 pub mod policy;
 
-pub use audit::{verify, AuditEvent, AuditLog, Decision, Stage};
+pub use audit::{verify, verify_with, Anchor, AuditEvent, AuditKey, AuditLog, Decision, Stage};
 pub use policy::{InjectionAction, LeakAction, Policies, Policy, TenantName};
 pub mod screen;
 

@@ -29,6 +29,7 @@ fn event(i: usize) -> AuditEvent {
         injection_score: Some(0.9),
         canary_leaked: false,
         prompt_leaked: false,
+        incomplete: false,
     }
 }
 
@@ -128,4 +129,73 @@ fn records_carry_types_and_counts_but_no_values() {
         pagoda_guard::audit::GENESIS
     );
     assert_eq!(first["hash"].as_str().unwrap().len(), 64);
+}
+
+fn key(byte: u8) -> pagoda_guard::AuditKey {
+    pagoda_guard::AuditKey::new(&[byte; 32]).unwrap()
+}
+
+/// Rewrites the whole file as a forger without the key would: every record re-hashed with
+/// plain SHA-256 after editing one, the chain intact.
+fn forge_unkeyed(path: &std::path::Path) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let forged = AuditLog::open(&path.with_extension("forged")).unwrap();
+    for (i, _) in text.lines().enumerate() {
+        forged.append(event(i + 1000)).unwrap();
+    }
+    std::fs::rename(path.with_extension("forged"), path).unwrap();
+}
+
+#[test]
+fn a_keyed_chain_verifies_only_with_its_key_and_cannot_be_forged_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    // Begun unkeyed, then keyed from a restart on: both parts verify with the key.
+    AuditLog::open(&path).unwrap().append(event(1)).unwrap();
+    let log = AuditLog::open_with(&path, Some(key(7))).unwrap();
+    for i in 2..6 {
+        log.append(event(i)).unwrap();
+    }
+    drop(log);
+    let with = |k: Option<&pagoda_guard::AuditKey>| pagoda_guard::verify_with(&path, k, &[]);
+    assert_eq!(with(Some(&key(7))).unwrap().records, 5);
+    assert!(
+        with(None).is_err(),
+        "keyed records verified without the key"
+    );
+    assert!(with(Some(&key(8))).is_err(), "verified with the wrong key");
+    // Reopening without the key refuses to go on with an unkeyed record.
+    assert!(AuditLog::open(&path).is_err());
+    forge_unkeyed(&path);
+    assert!(
+        verify(&path).is_ok(),
+        "the forgery is a valid unkeyed chain"
+    );
+    assert!(
+        with(Some(&key(7))).is_err(),
+        "a rewritten unkeyed log passed as the keyed one"
+    );
+}
+
+#[test]
+fn anchors_catch_a_log_cut_short() {
+    let (_dir, path) = written_log(8);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let anchor = pagoda_guard::Anchor {
+        seq: 8,
+        hash: last["hash"].as_str().unwrap().to_string(),
+    };
+    let anchors = [anchor];
+    assert!(pagoda_guard::verify_with(&path, None, &anchors).is_ok());
+    // Drop the last two records: the chain alone still verifies.
+    let kept: Vec<&str> = text.lines().take(6).collect();
+    std::fs::write(&path, kept.join("\n") + "\n").unwrap();
+    assert_eq!(verify(&path).unwrap().records, 6);
+    match pagoda_guard::verify_with(&path, None, &anchors) {
+        Err(GuardError::AuditTampered { reason, .. }) => {
+            assert!(reason.contains("truncated"), "{reason}")
+        }
+        other => panic!("a truncated log verified against its anchor: {other:?}"),
+    }
 }

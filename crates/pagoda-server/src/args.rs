@@ -86,6 +86,10 @@ pub struct ServeArgs {
     /// --guard-config); check it with `pagoda audit verify`.
     #[arg(long, env = "PAGODA_AUDIT_LOG")]
     pub audit_log: Option<PathBuf>,
+    /// Key file (32 bytes or more) making the audit log a keyed HMAC chain, which only a
+    /// holder of the key can extend or rewrite; verify with `pagoda audit verify --key`.
+    #[arg(long, env = "PAGODA_AUDIT_KEY")]
+    pub audit_key: Option<PathBuf>,
     /// Largest request body, e.g. 8MiB; larger bodies get 413 [default: 8MiB].
     #[arg(long, env = "PAGODA_MAX_BODY_BYTES", value_parser = parse_byte_size)]
     pub max_body_bytes: Option<u64>,

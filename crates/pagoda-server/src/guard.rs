@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use pagoda_guard::audit::{AuditEvent, AuditLog, Decision, Stage};
+use pagoda_guard::audit::{AuditEvent, AuditKey, AuditLog, Decision, Stage};
 use pagoda_guard::canary::{new_canary, with_canary};
 use pagoda_guard::{
     Guard, MessageText, OutputGuard, Policies, Policy, Refusal, Screened, TenantName,
@@ -26,11 +26,13 @@ use crate::pipeline::validate::ChatInput;
 use crate::wire::request::PromptInput;
 use pagoda_gateway::Caller;
 
-/// `--guard-config` and `--audit-log`.
+/// `--guard-config`, `--audit-log` and `--audit-key`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GuardSettings {
     pub policy: PathBuf,
     pub audit_log: Option<PathBuf>,
+    /// Makes the log a keyed (HMAC) chain.
+    pub audit_key: Option<PathBuf>,
 }
 
 /// Policies and scanners, and the audit log; shared by all requests.
@@ -42,10 +44,15 @@ pub struct ServerGuard {
 /// Loads the policy and opens the audit log before the server takes requests.
 pub fn open(settings: &GuardSettings) -> Result<Arc<ServerGuard>, ServerError> {
     let policies = Policies::load(&settings.policy)?;
+    let key = settings
+        .audit_key
+        .as_deref()
+        .map(AuditKey::load)
+        .transpose()?;
     let audit = settings
         .audit_log
         .as_deref()
-        .map(AuditLog::open)
+        .map(|path| AuditLog::open_with(path, key))
         .transpose()?;
     tracing::info!(
         policy = %settings.policy.display(),
@@ -267,6 +274,7 @@ fn screen(
         injection_score: Some(guarded.screened.injection.score),
         canary_leaked: false,
         prompt_leaked: false,
+        incomplete: false,
     })?;
     match &guarded.screened.refusal {
         Some(Refusal::Pii(kinds)) => Err(ApiError::PiiDetected(
@@ -274,6 +282,15 @@ fn screen(
         )),
         Some(Refusal::Injection { .. }) => Err(ApiError::PromptInjection),
         None => Ok(guarded),
+    }
+}
+
+impl ServerGuard {
+    /// The audit log's head, for anchoring.
+    pub fn audit_head(&self) -> Option<(std::path::PathBuf, u64, String)> {
+        let log = self.audit.as_ref()?;
+        let (seq, hash) = log.head();
+        Some((log.path().to_path_buf(), seq, hash))
     }
 }
 
@@ -304,8 +321,15 @@ impl Guarded {
         }
     }
 
-    /// The response's record: what the output filters did over all choices.
-    fn audit_response(&self, outputs: &[OutputGuard], ended: bool) {
+    /// The response's record: what the output filters did over all choices (`incomplete`:
+    /// the client left before they all finished). A record that cannot be written fails the
+    /// response, as at the request stage.
+    fn audit_response(
+        &self,
+        outputs: &[OutputGuard],
+        ended: bool,
+        incomplete: bool,
+    ) -> Result<(), ApiError> {
         let mut entities = std::collections::BTreeMap::new();
         let mut leaked = false;
         let mut prompt_leaked = false;
@@ -334,19 +358,19 @@ impl Guarded {
             injection_score: None,
             canary_leaked: leaked,
             prompt_leaked,
+            incomplete,
         };
-        if let Err(e) = self.audit(event) {
-            tracing::error!(error = %e, "cannot write the audit log");
-        }
+        self.audit(event)
     }
 }
 
-/// Filters the texts of finished, non-streamed choices.
+/// Filters the texts of finished, non-streamed choices; `Err` when the response's audit
+/// record cannot be written (then nothing is sent).
 pub fn filter_texts<'a>(
     guarded: Option<&Arc<Guarded>>,
     texts: impl IntoIterator<Item = &'a mut String>,
-) {
-    let Some(g) = guarded else { return };
+) -> Result<(), ApiError> {
+    let Some(g) = guarded else { return Ok(()) };
     let mut outputs = Vec::new();
     let mut ended = false;
     for text in texts {
@@ -356,7 +380,7 @@ pub fn filter_texts<'a>(
         ended |= emitted.stop;
         outputs.push(out);
     }
-    g.audit_response(&outputs, ended);
+    g.audit_response(&outputs, ended, false)
 }
 
 /// The output filters of a streamed response, one per choice.
@@ -365,6 +389,7 @@ pub struct StreamGuard {
     outputs: Vec<OutputGuard>,
     finished: Vec<bool>,
     ended: bool,
+    recorded: bool,
 }
 
 impl StreamGuard {
@@ -374,16 +399,23 @@ impl StreamGuard {
             outputs: (0..choices).map(|_| guarded.output()).collect(),
             finished: vec![false; choices],
             ended: false,
+            recorded: false,
             guarded,
         })
     }
 
     /// Rewrites one engine output's text delta in place (held-back text is released when the
     /// choice finishes); after a leak that ends the response, the choice sends nothing more.
-    pub fn filter(guard: &mut Option<StreamGuard>, index: usize, out: &mut RequestOutput) {
-        let Some(g) = guard else { return };
+    /// `Err` when the last choice finished and the response's record cannot be written: the
+    /// stream then ends with an error instead.
+    pub fn filter(
+        guard: &mut Option<StreamGuard>,
+        index: usize,
+        out: &mut RequestOutput,
+    ) -> Result<(), ApiError> {
+        let Some(g) = guard else { return Ok(()) };
         let Some(filter) = g.outputs.get_mut(index) else {
-            return;
+            return Ok(());
         };
         let mut emitted = filter.push(&out.text);
         if out.finished.is_some() && !emitted.stop {
@@ -396,7 +428,20 @@ impl StreamGuard {
         if out.finished.is_some() {
             g.finished[index] = true;
             if g.finished.iter().all(|&f| f) {
-                g.guarded.audit_response(&g.outputs, g.ended);
+                g.recorded = true;
+                return g.guarded.audit_response(&g.outputs, g.ended, false);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for StreamGuard {
+    /// A client that leaves early (after a leak, say) still leaves a record.
+    fn drop(&mut self) {
+        if !self.recorded {
+            if let Err(e) = self.guarded.audit_response(&self.outputs, self.ended, true) {
+                tracing::error!(error = %e, "cannot write the audit record of an abandoned response");
             }
         }
     }
@@ -415,6 +460,7 @@ mod tests {
         let settings = GuardSettings {
             policy: path,
             audit_log: Some(dir.join("audit.jsonl")),
+            audit_key: None,
         };
         open(&settings).unwrap()
     }
@@ -440,7 +486,7 @@ mod tests {
         let mut sent = String::new();
         for (i, d) in deltas.iter().enumerate() {
             let mut out = output(index, d, i + 1 == deltas.len());
-            StreamGuard::filter(guard, index, &mut out);
+            StreamGuard::filter(guard, index, &mut out).unwrap();
             sent.push_str(&out.text);
         }
         sent
@@ -512,7 +558,41 @@ mod tests {
         let tokenizer = Tokenizer::from_file(&tokenizer_dir.join("tokenizer.json")).unwrap();
         let guarded = screen_prompts(&state, None, "cmpl-1", &tokenizer, &mut prompt).unwrap();
         let mut texts = vec!["reach me at 13800138000".to_string()];
-        filter_texts(Some(&guarded), &mut texts);
+        filter_texts(Some(&guarded), &mut texts).unwrap();
         assert_eq!(texts[0], "reach me at [PHONE_1]");
+    }
+
+    /// A response whose record cannot be written is not sent (the file made immutable
+    /// between the request's record and the response's, as a full or failed disk would).
+    #[test]
+    fn a_response_record_that_cannot_be_written_fails_the_response() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = guarded_state("", dir.path());
+        let mut prompt = PromptInput::Text("hello".into());
+        let tokenizer_dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../testdata/models/tiny-qwen2");
+        let tokenizer = Tokenizer::from_file(&tokenizer_dir.join("tokenizer.json")).unwrap();
+        let guarded = screen_prompts(&state, None, "cmpl-1", &tokenizer, &mut prompt).unwrap();
+        let log = dir.path().join("audit.jsonl");
+        let chattr = |flag: &str| {
+            let ok = std::process::Command::new("chattr")
+                .arg(flag)
+                .arg(&log)
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "chattr {flag}");
+        };
+        chattr("+i");
+        let mut texts = vec!["fine".to_string()];
+        let whole = filter_texts(Some(&guarded), &mut texts);
+        let mut stream = StreamGuard::new(Some(guarded.clone()), 1);
+        let streamed = StreamGuard::filter(&mut stream, 0, &mut output(0, "fine", true));
+        chattr("-i");
+        assert!(matches!(whole, Err(ApiError::Internal(_))), "{whole:?}");
+        assert!(
+            matches!(streamed, Err(ApiError::Internal(_))),
+            "{streamed:?}"
+        );
     }
 }

@@ -15,6 +15,7 @@
 //! error JSON in `error.rs` alone.
 
 mod args;
+mod audit_anchor;
 mod error;
 mod gateway;
 mod generate;
@@ -35,6 +36,7 @@ mod state;
 mod wire;
 
 pub use args::{parse_byte_size, parse_duration, ServeArgs};
+pub use audit_anchor::log_name as audit_log_name;
 pub use error::{ApiError, ServerError};
 pub use gateway::Caller;
 pub use guard::GuardSettings;

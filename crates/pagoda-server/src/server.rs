@@ -9,7 +9,10 @@ use axum::routing::{get, post};
 use axum::Router;
 use tokio::net::TcpListener;
 
+use pagoda_gateway::AuditAnchors;
+
 use crate::args::ServeArgs;
+use crate::audit_anchor::Anchoring;
 use crate::error::ServerError;
 use crate::gateway;
 use crate::guard;
@@ -17,6 +20,9 @@ use crate::http::{Connections, HttpLimits};
 use crate::routes::{self, chat, completions, models, ops, tokenize};
 use crate::settings::Settings;
 use crate::state::{load_chat_template, AppState, Loaded};
+
+/// How often the audit log's head is anchored in the gateway database (and once at exit).
+const ANCHOR_EVERY: Duration = Duration::from_secs(30);
 
 /// Loads the guardrail policy and puts every request behind it (no settings: no screening).
 pub fn start_guard(
@@ -142,6 +148,14 @@ async fn run(settings: Settings) -> Result<(), ServerError> {
     let state = AppState::with_limits(settings.served_model_names.clone(), settings.limits.clone());
     gateway::start(&state, settings.gateway.clone()).await?;
     start_guard(&state, settings.guard.as_ref())?;
+    let anchoring = match (state.guard(), &settings.gateway) {
+        (Some(guard), Some(gateway)) if guard.audit_head().is_some() => {
+            let anchoring = Anchoring::new(AuditAnchors::open(&gateway.db)?, guard.clone());
+            let task = anchoring.spawn(ANCHOR_EVERY);
+            Some((anchoring, task))
+        }
+        _ => None,
+    };
     let mut server = tokio::spawn(serve_with(
         listener,
         state.clone(),
@@ -184,6 +198,10 @@ async fn run(settings: Settings) -> Result<(), ServerError> {
         }
     }
     gateway::stop(&state).await;
+    if let Some((anchoring, task)) = anchoring {
+        task.abort();
+        anchoring.anchor();
+    }
     tracing::info!("stopped");
     Ok(result?)
 }

@@ -63,6 +63,7 @@ struct FileSettings {
     metering_on_failure: Option<String>,
     guard_config: Option<PathBuf>,
     audit_log: Option<PathBuf>,
+    audit_key: Option<PathBuf>,
     max_body_bytes: Option<Size>,
     max_prompt_bytes: Option<Size>,
     max_messages: Option<usize>,
@@ -217,6 +218,7 @@ impl Settings {
         let guard = guard_settings(
             args.guard_config.or(file.guard_config),
             args.audit_log.or(file.audit_log),
+            args.audit_key.or(file.audit_key),
         )?;
         Ok(Settings {
             model,
@@ -400,9 +402,20 @@ fn gateway_config(
 fn guard_settings(
     policy: Option<PathBuf>,
     audit_log: Option<PathBuf>,
+    audit_key: Option<PathBuf>,
 ) -> Result<Option<GuardSettings>, ServerError> {
+    if audit_key.is_some() && audit_log.is_none() {
+        return Err(setting(
+            "audit-key",
+            "the key signs the audit log; it needs --audit-log".into(),
+        ));
+    }
     match (policy, audit_log) {
-        (Some(policy), audit_log) => Ok(Some(GuardSettings { policy, audit_log })),
+        (Some(policy), audit_log) => Ok(Some(GuardSettings {
+            policy,
+            audit_log,
+            audit_key,
+        })),
         (None, Some(_)) => Err(setting(
             "audit-log",
             "the audit log records guardrail decisions; it needs --guard-config".into(),

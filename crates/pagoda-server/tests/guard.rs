@@ -33,6 +33,7 @@ async fn guarded_server_with(dir: &Path, model: &str) -> TestServer {
     let settings = GuardSettings {
         policy,
         audit_log: Some(dir.join("audit.jsonl")),
+        audit_key: None,
     };
     start_guard(&server.state, Some(&settings)).unwrap();
     server
@@ -248,6 +249,7 @@ async fn the_gateway_tenant_picks_the_policy() {
     let settings = GuardSettings {
         policy,
         audit_log: Some(dir.path().join("audit.jsonl")),
+        audit_key: None,
     };
     start_guard(&g.server.state, Some(&settings)).unwrap();
     let body = chat("my card is 4111 1111 1111 1111");
@@ -401,6 +403,7 @@ async fn logprobs_cannot_bypass_the_output_filters() {
         Some(&GuardSettings {
             policy,
             audit_log: None,
+            audit_key: None,
         }),
     )
     .unwrap();
@@ -423,6 +426,7 @@ async fn a_recited_system_prompt_is_cut_without_the_canary() {
         Some(&GuardSettings {
             policy,
             audit_log: Some(dir.path().join("audit.jsonl")),
+            audit_key: None,
         }),
     )
     .unwrap();
@@ -471,6 +475,7 @@ async fn a_recited_system_prompt_is_cut_without_the_canary() {
         Some(&GuardSettings {
             policy,
             audit_log: None,
+            audit_key: None,
         }),
     )
     .unwrap();
@@ -486,4 +491,40 @@ async fn a_recited_system_prompt_is_cut_without_the_canary() {
     assert_eq!(status, 200, "{resp}");
     let content = resp["choices"][0]["message"]["content"].as_str().unwrap();
     assert!(content.contains("NW-7731"), "{content:?}");
+}
+
+/// A client that leaves mid-stream still leaves a response record, marked incomplete.
+#[tokio::test]
+async fn a_client_leaving_mid_stream_leaves_an_incomplete_response_record() {
+    use futures_util::StreamExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let server = guarded_server(dir.path()).await;
+    let mut body = chat("Tell me a long story.");
+    body["max_tokens"] = json!(200);
+    body["ignore_eos"] = json!(true);
+    body["stream"] = json!(true);
+    let response = server
+        .client
+        .post(server.url("/v1/chat/completions"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut stream = response.bytes_stream();
+    stream.next().await.unwrap().unwrap();
+    drop(stream);
+    let mut records = Vec::new();
+    for _ in 0..200 {
+        records = audit_lines(dir.path());
+        if records.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert_eq!(records[1]["stage"], "response");
+    assert_eq!(records[1]["incomplete"], true);
+    assert!(pagoda_guard::verify(&dir.path().join("audit.jsonl")).is_ok());
 }

@@ -1,6 +1,8 @@
 //! `pagoda audit verify` and `pagoda redteam` from the outside: exit codes, one-line errors,
 //! table and JSON output.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::process::Command;
 
@@ -47,6 +49,7 @@ fn audit_verify_accepts_an_intact_log_and_names_the_tampered_line() {
             injection_score: None,
             canary_leaked: false,
             prompt_leaked: false,
+            incomplete: false,
         })
         .unwrap();
     }
@@ -127,4 +130,80 @@ fn redteam_fails_the_job_above_max_asr_and_passes_below() {
     let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert!(report["asr"].as_f64().unwrap() > 0.9);
     assert!(report["probes"].as_array().unwrap().len() >= 6);
+}
+
+/// The real server with a keyed audit log and a gateway: the log verifies with its key and
+/// against the anchor the server left at exit; without the key, or cut short, it does not.
+#[test]
+fn a_served_keyed_log_verifies_with_its_key_and_its_anchors_catch_truncation() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    std::fs::write(path("guard.toml"), "").unwrap();
+    std::fs::write(path("audit.key"), "0123456789abcdef0123456789abcdef\n").unwrap();
+    let (ok, key, stderr) = pagoda(&[
+        "keys",
+        "create",
+        "--gateway-db",
+        &path("gw.db"),
+        "--tenant",
+        "acme",
+    ]);
+    assert!(ok, "{stderr}");
+    let key = key.trim().to_string();
+    let mut server = common::Server::start(&[
+        "--gateway-db",
+        &path("gw.db"),
+        "--guard-config",
+        &path("guard.toml"),
+        "--audit-log",
+        &path("audit.jsonl"),
+        "--audit-key",
+        &path("audit.key"),
+    ]);
+    for i in 0..3 {
+        let body = format!(r#"{{"model":"tiny-qwen2","prompt":"Hello {i}","max_tokens":2}}"#);
+        let request = format!(
+            "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let r = common::raw(server.port, request.as_bytes());
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    assert!(server.terminate().success(), "{}", server.log());
+    let log = path("audit.jsonl");
+    let (ok, stdout, stderr) = pagoda(&[
+        "audit",
+        "verify",
+        &log,
+        "--key",
+        &path("audit.key"),
+        "--anchors",
+        &path("gw.db"),
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("6 records") && stdout.contains("keyed") && stdout.contains("1 anchors"),
+        "{stdout}"
+    );
+    let (ok, _, stderr) = pagoda(&["audit", "verify", &log]);
+    assert!(!ok, "a keyed log verified without its key");
+    one_line_error(&stderr, "key");
+    // The last two records cut off: the chain alone still holds, the anchor does not.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let kept: Vec<&str> = text.lines().take(4).collect();
+    std::fs::write(&log, kept.join("\n") + "\n").unwrap();
+    let (ok, _, _) = pagoda(&["audit", "verify", &log, "--key", &path("audit.key")]);
+    assert!(ok);
+    let (ok, _, stderr) = pagoda(&[
+        "audit",
+        "verify",
+        &log,
+        "--key",
+        &path("audit.key"),
+        "--anchors",
+        &path("gw.db"),
+    ]);
+    assert!(!ok, "a truncated log verified against its anchors");
+    one_line_error(&stderr, "truncated");
 }

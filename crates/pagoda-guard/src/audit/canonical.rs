@@ -4,6 +4,8 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::audit::key::{AuditKey, KEYED};
+
 pub fn canonical(value: &Value) -> String {
     let mut out = String::new();
     write(value, &mut out);
@@ -42,10 +44,31 @@ fn write(value: &Value, out: &mut String) {
 
 /// SHA-256 (hex) of the record without its own `hash` field.
 pub fn record_hash(record: &Value) -> String {
+    let digest = Sha256::digest(body(record).as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// HMAC-SHA256 (hex) of the same bytes, for a keyed chain.
+pub fn record_mac(record: &Value, key: &AuditKey) -> String {
+    key.mac(body(record).as_bytes())
+}
+
+/// The record as its hash covers it: canonical, without the `hash` field.
+fn body(record: &Value) -> String {
     let mut body = record.clone();
     if let Value::Object(map) = &mut body {
         map.remove("hash");
     }
-    let digest = Sha256::digest(canonical(&body).as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    canonical(&body)
+}
+
+/// The hash a record must carry: keyed records (`chain = "hmac-sha256"`) need the key.
+pub fn expected_hash(record: &Value, key: Option<&AuditKey>) -> Result<String, &'static str> {
+    match (record.get("chain").and_then(Value::as_str), key) {
+        (None, None) => Ok(record_hash(record)),
+        (Some(KEYED), Some(key)) => Ok(record_mac(record, key)),
+        (Some(KEYED), None) => Err("a keyed record; verify it with the audit key"),
+        (None, Some(_)) => Err("an unkeyed record in a keyed chain"),
+        (Some(_), _) => Err("an unknown chain type"),
+    }
 }

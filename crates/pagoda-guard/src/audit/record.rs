@@ -45,6 +45,10 @@ pub struct AuditEvent {
     pub rules: Vec<RuleId>,
     pub injection_score: Option<f32>,
     pub canary_leaked: bool,
+    /// The client went away before every choice finished; the record says what the
+    /// filters had seen by then.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub incomplete: bool,
     /// The output recited the system prompt (absent when false, as in older records).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub prompt_leaked: bool,
@@ -58,5 +62,8 @@ pub struct AuditRecord {
     #[serde(flatten)]
     pub event: AuditEvent,
     pub prev_hash: String,
+    /// `hmac-sha256` in a keyed chain; absent (plain SHA-256) otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<String>,
     pub hash: String,
 }

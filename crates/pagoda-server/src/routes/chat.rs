@@ -45,7 +45,7 @@ pub async fn handle(
         ..
     } = submitted;
     let (mut results, usage) = generate::collect(streams, n).await?;
-    guard::filter_texts(guarded.as_ref(), results.iter_mut().map(|r| &mut r.text));
+    guard::filter_texts(guarded.as_ref(), results.iter_mut().map(|r| &mut r.text))?;
     let choices = results
         .into_iter()
         .enumerate()
@@ -157,7 +157,10 @@ impl ChatStream {
     }
 
     fn on_output(&mut self, mut out: RequestOutput) -> Option<Bytes> {
-        StreamGuard::filter(&mut self.guard, out.index, &mut out);
+        if let Err(err) = StreamGuard::filter(&mut self.guard, out.index, &mut out) {
+            self.phase = Phase::Done;
+            return Some(error_frames(err));
+        }
         generate::add_usage(&mut self.usage, &out);
         let logprobs = match self.logprobs {
             Some(top) if !out.logprobs.is_empty() => {

@@ -46,7 +46,7 @@ pub async fn handle(
         ..
     } = submitted;
     let (mut results, usage) = generate::collect(streams, n).await?;
-    guard::filter_texts(guarded.as_ref(), results.iter_mut().map(|r| &mut r.text));
+    guard::filter_texts(guarded.as_ref(), results.iter_mut().map(|r| &mut r.text))?;
     let choices = results
         .into_iter()
         .enumerate()
@@ -161,7 +161,10 @@ impl CompletionStream {
     fn on_output(&mut self, prompt_index: usize, mut out: RequestOutput) -> Option<Bytes> {
         generate::add_usage(&mut self.usage, &out);
         let index = prompt_index * self.n + out.index;
-        StreamGuard::filter(&mut self.guard, index, &mut out);
+        if let Err(err) = StreamGuard::filter(&mut self.guard, index, &mut out) {
+            self.done = true;
+            return Some(error_frames(err));
+        }
         let offset = self.offsets.get(index).copied().unwrap_or(0);
         let logprobs = match self.logprobs {
             Some(top) if !out.logprobs.is_empty() => Some(logprobs::completion(

@@ -84,6 +84,16 @@ impl Server {
         self.child.try_wait().ok().flatten()
     }
 
+    /// SIGTERM, then waits for the drain and exit.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        self.child.wait().unwrap()
+    }
+
     pub fn get(&self, path: &str) -> Response {
         request(self.port, "GET", path, b"")
     }
