@@ -40,6 +40,9 @@ pub struct GatewayConfig {
     pub reload_every: Duration,
     /// What admission does while the metering store fails.
     pub metering_on_failure: MeteringFailure,
+    /// With Redis: how long a request's concurrency lease outlives a replica that died
+    /// without settling it. Longer than the longest request, or such a request stops counting.
+    pub lease_ttl: Duration,
 }
 
 /// `--metering-on-failure`: while the metering store refuses writes (its events are kept
@@ -76,6 +79,7 @@ impl GatewayConfig {
             redis_url: None,
             reload_every: Duration::from_secs(2),
             metering_on_failure: MeteringFailure::Refuse,
+            lease_ttl: Duration::from_secs(3600),
         }
     }
 }
@@ -134,7 +138,7 @@ impl Gateway {
         };
         let sink = open_sink(&config.sink, &config.db)?;
         let limiter = match &config.redis_url {
-            Some(url) => Limiter::Redis(RedisLimiter::connect(url).await?),
+            Some(url) => Limiter::Redis(RedisLimiter::connect(url, config.lease_ttl).await?),
             None => Limiter::Local(LocalLimiter::new()),
         };
         let gateway = Gateway::build(keys, policy, limiter, sink, config.metering_on_failure);
@@ -356,7 +360,8 @@ impl Gateway {
             price.max_cost(prompt_total, completion_total),
             now,
         )
-        .with_sequences(sequences);
+        .with_sequences(sequences)
+        .with_lease(request_id.as_str());
         // Alerts follow settled spend (`Ticket::settle`), not this reservation.
         match self.limiter.reserve(&tenant, &reservation, now).await {
             Err(GatewayError::Unseeded) => {

@@ -289,3 +289,46 @@ async fn a_budget_survives_a_redis_restart_without_persistence() {
         "one request left of three"
     );
 }
+
+/// A replica that dies mid-request never settles its reservation: its concurrency lease
+/// expires on its own, even for a tenant that keeps sending requests (the old shared counter
+/// had its expiry refreshed by every admission, so the slot leaked for good).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_replicas_concurrency_slot_expires_with_its_lease() {
+    let dir = tempfile::tempdir().unwrap();
+    let redis = Redis::start(dir.path());
+    let url = format!("redis://127.0.0.1:{}/", redis.port);
+    let policy = format!("{PRICES}\n[tenants.t]\nmax_concurrent = 1\n");
+    let s = GatewayServer::start_in_with(dir.path().into(), &policy, Some(url), |c| {
+        c.lease_ttl = Duration::from_millis(1500)
+    })
+    .await;
+    let key = s.key("t");
+    let caller = s
+        .gateway
+        .authenticate(Some(&format!("Bearer {key}")))
+        .unwrap();
+    let mut plan = [pagoda_gateway::PlannedPrompt {
+        prompt_tokens: 4,
+        max_tokens: 4,
+        n: 1,
+    }];
+    let admitted = s.gateway.admit(&caller, MODEL, &mut plan).await.unwrap();
+    // The replica "dies": its ticket is never settled, and never dropped.
+    std::mem::forget(admitted);
+    let started = Instant::now();
+    let mut status = 0;
+    while started.elapsed() < Duration::from_secs(10) {
+        status = s.post(Some(&key), "/v1/completions", body()).await.status;
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 429);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, 200, "the leaked slot never came back");
+    assert!(
+        started.elapsed() >= Duration::from_millis(1000),
+        "the slot came back before its lease expired"
+    );
+}

@@ -29,9 +29,18 @@ pub struct Reservation {
     /// The budget periods it was admitted in; its cost is charged to these.
     pub day: i64,
     pub month: i64,
+    /// Names its concurrency lease in Redis (the request id), so that a replica that dies
+    /// mid-request leaks only its own lease, which expires.
+    pub lease: String,
 }
 
 impl Reservation {
+    /// The same reservation under the lease name `lease`.
+    pub fn with_lease(mut self, lease: impl Into<String>) -> Reservation {
+        self.lease = lease.into();
+        self
+    }
+
     /// The same reservation for a request that runs `sequences` sequences at once.
     pub fn with_sequences(mut self, sequences: u64) -> Reservation {
         self.sequences = sequences.max(1);
@@ -46,6 +55,7 @@ impl Reservation {
             cost,
             day: Period::Day.key(now_ms),
             month: Period::Month.key(now_ms),
+            lease: crate::ids::RequestId::random().to_string(),
         }
     }
 }

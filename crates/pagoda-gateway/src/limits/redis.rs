@@ -36,7 +36,15 @@ local seqs = tonumber(ARGV[8])
 -- A budgeted tenant's spend must have been seeded from the metering store this day (Redis
 -- may have restarted empty): the caller seeds and comes back.
 if ARGV[9] == '1' and redis.call('EXISTS', KEYS[8]) == 0 then return {7, 0} end
-local inflight = tonumber(redis.call('GET', KEYS[3]) or '0')
+-- In-flight sequences are leases (KEYS[3]: lease -> expiry, KEYS[9]: lease -> sequences):
+-- a lease its replica never gave back (it died) expires on its own.
+local expired = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 1000)
+for _, lease in ipairs(expired) do
+  redis.call('ZREM', KEYS[3], lease)
+  redis.call('HDEL', KEYS[9], lease)
+end
+local inflight = 0
+for _, n in ipairs(redis.call('HVALS', KEYS[9])) do inflight = inflight + tonumber(n) end
 if conc >= 0 and inflight + seqs > conc then return {3, 1000} end
 local rl, tl
 if rpm >= 0 then
@@ -64,8 +72,11 @@ if tpm >= 0 then
   redis.call('HSET', KEYS[2], 'level', tostring(tl - tokens), 'ts', now)
   redis.call('PEXPIRE', KEYS[2], 120000)
 end
-redis.call('INCRBY', KEYS[3], seqs)
-redis.call('EXPIRE', KEYS[3], 86400)
+local ttl = tonumber(ARGV[11])
+redis.call('ZADD', KEYS[3], now + ttl, ARGV[10])
+redis.call('HSET', KEYS[9], ARGV[10], seqs)
+redis.call('PEXPIRE', KEYS[3], ttl)
+redis.call('PEXPIRE', KEYS[9], ttl)
 rday = redis.call('INCRBY', KEYS[6], ARGV[5])
 redis.call('EXPIRE', KEYS[6], 3 * 86400)
 rmonth = redis.call('INCRBY', KEYS[7], ARGV[5])
@@ -77,8 +88,8 @@ const SETTLE: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local tpm, refund, seqs = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[4])
-local inflight = tonumber(redis.call('GET', KEYS[2]) or '0')
-if inflight > 0 then redis.call('DECRBY', KEYS[2], math.min(inflight, seqs)) end
+redis.call('ZREM', KEYS[2], ARGV[6])
+redis.call('HDEL', KEYS[7], ARGV[6])
 if tpm >= 0 and refund > 0 then
   local v = redis.call('HMGET', KEYS[1], 'level', 'ts')
   local lv, ts = tonumber(v[1]), tonumber(v[2])
@@ -127,6 +138,7 @@ pub struct RedisLimiter {
     settle: Script,
     seed: Script,
     prefix: String,
+    lease_ttl: Duration,
 }
 
 fn nanos_up(d: Decimal) -> i64 {
@@ -160,7 +172,9 @@ async fn bounded<T>(call: impl Future<Output = T>) -> Result<T, GatewayError> {
 }
 
 impl RedisLimiter {
-    pub async fn connect(url: &str) -> Result<RedisLimiter, GatewayError> {
+    /// `lease_ttl`: how long an admitted request's concurrency lease lives if its replica
+    /// never settles it.
+    pub async fn connect(url: &str, lease_ttl: Duration) -> Result<RedisLimiter, GatewayError> {
         let client = redis::Client::open(url)?;
         let config = ConnectionManagerConfig::new()
             .set_response_timeout(RESPONSE_TIMEOUT)
@@ -173,6 +187,7 @@ impl RedisLimiter {
             settle: Script::new(SETTLE),
             seed: Script::new(SEED),
             prefix: "pagoda:gw".into(),
+            lease_ttl,
         })
     }
 
@@ -233,12 +248,13 @@ impl RedisLimiter {
         let mut call = self.reserve.prepare_invoke();
         call.key(self.key(r, "rpm"))
             .key(self.key(r, "tpm"))
-            .key(self.key(r, "inflight"))
+            .key(self.key(r, "leases"))
             .key(day_key)
             .key(month_key)
             .key(reserved_day)
             .key(reserved_month)
             .key(self.seeded_key(r))
+            .key(self.key(r, "lease-seqs"))
             .arg(limit_arg(policy.requests_per_minute))
             .arg(limit_arg(policy.tokens_per_minute))
             .arg(limit_arg(policy.max_concurrent))
@@ -247,7 +263,9 @@ impl RedisLimiter {
             .arg(limit(Period::Day))
             .arg(limit(Period::Month))
             .arg(r.sequences)
-            .arg(if policy.budget.is_some() { "1" } else { "0" });
+            .arg(if policy.budget.is_some() { "1" } else { "0" })
+            .arg(&r.lease)
+            .arg(self.lease_ttl.as_millis() as u64);
         let reply: Vec<redis::Value> = bounded(call.invoke_async(&mut conn)).await??;
         let int = |i: usize| match reply.get(i) {
             Some(redis::Value::Int(n)) => *n,
@@ -310,16 +328,18 @@ impl RedisLimiter {
         let mut conn = self.conn.clone();
         let mut call = self.settle.prepare_invoke();
         call.key(self.key(r, "tpm"))
-            .key(self.key(r, "inflight"))
+            .key(self.key(r, "leases"))
             .key(day_key)
             .key(month_key)
             .key(reserved_day)
             .key(reserved_month)
+            .key(self.key(r, "lease-seqs"))
             .arg(limit_arg(policy.tokens_per_minute))
             .arg(r.tokens.saturating_sub(tokens))
             .arg(nanos_up(cost))
             .arg(r.sequences)
-            .arg(nanos_up(r.cost));
+            .arg(nanos_up(r.cost))
+            .arg(&r.lease);
         let reply: Vec<String> = bounded(call.invoke_async(&mut conn)).await??;
         let at = |i: usize| reply.get(i).map_or(Decimal::ZERO, |s| from_nanos(s));
         Ok(Spend {

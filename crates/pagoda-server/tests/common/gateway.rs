@@ -68,8 +68,19 @@ impl GatewayServer {
 
     /// A server whose gateway uses `dir` (shared by replicas) and Redis if given.
     pub async fn start_in(dir: PathBuf, policy: &str, redis: Option<String>) -> GatewayServer {
+        GatewayServer::start_in_with(dir, policy, redis, |_| {}).await
+    }
+
+    /// `start_in`, with the gateway settings changed by `configure`.
+    pub async fn start_in_with(
+        dir: PathBuf,
+        policy: &str,
+        redis: Option<String>,
+        configure: impl FnOnce(&mut GatewayConfig),
+    ) -> GatewayServer {
         let engine = engine_config(MODEL);
-        GatewayServer::start_custom(dir, policy, redis, engine, HttpLimits::default(), |_| {}).await
+        let http = HttpLimits::default();
+        GatewayServer::start_custom(dir, policy, redis, engine, http, configure).await
     }
 
     async fn start_custom(
