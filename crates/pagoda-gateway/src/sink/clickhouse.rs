@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -37,8 +37,6 @@ const CREATE: &str = "CREATE TABLE IF NOT EXISTS pagoda_cost_events (
 /// What the shipper and the sink share.
 struct Shared {
     spool: Spool,
-    /// Bytes of the spool confirmed by ClickHouse (in the current spool generation).
-    shipped: AtomicU64,
     wake: (Mutex<bool>, Condvar),
     stop: AtomicBool,
 }
@@ -63,13 +61,9 @@ impl ClickHouseSink {
     pub fn open(url: &str, spool: &Path) -> Result<ClickHouseSink, GatewayError> {
         let shared = Arc::new(Shared {
             spool: Spool::open(spool)?,
-            shipped: AtomicU64::new(0),
             wake: (Mutex::new(false), Condvar::new()),
             stop: AtomicBool::new(false),
         });
-        shared
-            .shipped
-            .store(shared.spool.confirmed(), Ordering::SeqCst);
         let writer = shared.clone();
         let batcher = Batcher::start("metering-spool", move |events| {
             writer.spool.append(events).map_err(|e| e.to_string())?;
@@ -105,8 +99,7 @@ impl ClickHouseSink {
     pub async fn delivered(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         loop {
-            let shipped = self.shared.shipped.load(Ordering::SeqCst);
-            if shipped >= self.shared.spool.len() {
+            if self.shared.spool.all_confirmed() {
                 return true;
             }
             if Instant::now() >= deadline {
@@ -287,15 +280,14 @@ fn ship(url: &str, shared: &Shared) {
     let mut table_ready = false;
     let mut backoff = Duration::from_millis(100);
     loop {
-        let offset = shared.shipped.load(Ordering::SeqCst);
-        let (events, next) = match shared.spool.read(offset, BATCH) {
-            Ok(r) => r,
+        let pending = match shared.spool.pending(BATCH) {
+            Ok(p) => p,
             Err(e) => {
                 tracing::error!(error = %e, "reading the metering spool failed");
-                (Vec::new(), offset)
+                None
             }
         };
-        if next == offset {
+        let Some((events, next)) = pending else {
             if shared.stop.load(Ordering::SeqCst) {
                 return;
             }
@@ -309,7 +301,7 @@ fn ship(url: &str, shared: &Shared) {
             }
             *woken = false;
             continue;
-        }
+        };
         let mut body = String::with_capacity(events.len() * 400);
         for e in &events {
             row(e, &mut body);
@@ -333,14 +325,10 @@ fn ship(url: &str, shared: &Shared) {
             Ok(()) => {
                 table_ready = true;
                 backoff = Duration::from_millis(100);
-                let confirmed = match shared.spool.confirm(next) {
-                    Ok(()) => shared.spool.confirmed(),
-                    Err(e) => {
-                        tracing::error!(error = %e, "recording shipped events failed");
-                        next
-                    }
-                };
-                shared.shipped.store(confirmed, Ordering::SeqCst);
+                if let Err(e) = shared.spool.confirm(next) {
+                    // Shipped again after a restart; the table counts it once.
+                    tracing::error!(error = %e, "recording shipped events failed");
+                }
             }
             Err(e) => {
                 table_ready = false;
