@@ -14,32 +14,7 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-/// (year, month 1-12, day 1-31) of a day count since 1970-01-01 (proleptic Gregorian).
-pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    // Shift to a calendar that starts on 1 March, so the leap day is the year's last day.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
-/// Days since 1970-01-01 of a civil date (the inverse of `civil_from_days`).
-pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let m = i64::from(month);
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + i64::from(day) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
+pub use pagoda_calendar::{civil_from_days, days_from_civil};
 
 /// A budget period: which one it is, as a number that changes when it rolls over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -136,7 +111,7 @@ pub fn parse_time(text: &str) -> Result<i64, GatewayError> {
     let year: i64 = parts[0].parse().map_err(|_| bad())?;
     let month: u32 = parts[1].parse().map_err(|_| bad())?;
     let day: u32 = parts[2].parse().map_err(|_| bad())?;
-    if !(1..=12).contains(&month) || day == 0 || day > days_in_month(year, month) {
+    if !(1..=12).contains(&month) || day == 0 || day > pagoda_calendar::days_in_month(year, month) {
         return Err(bad());
     }
     let mut ms = days_from_civil(year, month, day) * MS_PER_DAY;
@@ -157,15 +132,6 @@ pub fn parse_time(text: &str) -> Result<i64, GatewayError> {
         ms += ((h * 60 + m) * 60 + s) * 1000;
     }
     Ok(ms)
-}
-
-fn days_in_month(year: i64, month: u32) -> u32 {
-    let (ny, nm) = if month == 12 {
-        (year + 1, 1)
-    } else {
-        (year, month + 1)
-    };
-    (days_from_civil(ny, nm, 1) - days_from_civil(year, month, 1)) as u32
 }
 
 /// "2026-11-30 11:05:00" for listings.

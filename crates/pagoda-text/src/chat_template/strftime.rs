@@ -48,28 +48,15 @@ struct Civil {
 }
 
 fn civil(unix: i64) -> Civil {
-    let days = unix.div_euclid(86_400);
-    let secs = unix.rem_euclid(86_400) as u32;
-    // Days to a proleptic Gregorian date (Hinnant's algorithm), with years starting in March.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
-    let before = [0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334][month as usize - 1];
-    let yday = before + day + u32::from(leap && month > 2);
+    let days = unix.div_euclid(pagoda_calendar::SECS_PER_DAY);
+    let secs = unix.rem_euclid(pagoda_calendar::SECS_PER_DAY) as u32;
+    let (year, month, day) = pagoda_calendar::civil_from_days(days);
     Civil {
         year,
         month,
         day,
-        yday,
-        // 1970-01-01 was a Thursday.
-        weekday: (days + 3).rem_euclid(7) as usize,
+        yday: pagoda_calendar::day_of_year(year, month, day),
+        weekday: pagoda_calendar::weekday(days),
         hour: secs / 3600,
         minute: secs / 60 % 60,
         second: secs % 60,
