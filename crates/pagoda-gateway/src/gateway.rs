@@ -14,9 +14,10 @@ use crate::ids::{KeyId, RequestId, TenantId};
 use crate::keys::KeyStore;
 use crate::limits::{Limiter, LocalLimiter, RedisLimiter, Reservation};
 use crate::policy::{Policy, PolicyStore, TenantPolicy};
+use crate::settlement::Settlement;
 use crate::sink::{ClickHouseSink, JsonlSink, Sink, SinkSpec, SqliteSink};
 use crate::stats::TenantStats;
-use crate::ticket::Ticket;
+use crate::ticket::{Ticket, TicketTerms};
 use crate::usage::{UsageQuery, UsageRow};
 
 /// Who is calling: set on each authenticated request (the server puts it in the request's
@@ -122,10 +123,8 @@ impl Admitted {
 pub struct Gateway {
     keys: KeyStore,
     policy: Arc<PolicyStore>,
-    pub(crate) limiter: Limiter,
-    pub(crate) sink: Sink,
-    pub(crate) alerts: Alerter,
-    pub(crate) stats: TenantStats,
+    /// Counters, alerts, stats and sink: what tickets settle into.
+    settlement: Arc<Settlement>,
     metering_on_failure: MeteringFailure,
 }
 
@@ -170,17 +169,19 @@ impl Gateway {
         Arc::new(Gateway {
             keys,
             policy: Arc::new(policy),
-            limiter,
-            sink,
-            alerts: Alerter::default(),
-            stats: TenantStats::default(),
+            settlement: Arc::new(Settlement {
+                limiter,
+                sink,
+                alerts: Alerter::default(),
+                stats: TenantStats::default(),
+            }),
             metering_on_failure,
         })
     }
 
     /// In-process counters start from the spend already metered this day and month.
     async fn seed_spend(&self) -> Result<(), GatewayError> {
-        let Limiter::Local(local) = &self.limiter else {
+        let Limiter::Local(local) = &self.settlement.limiter else {
             return Ok(());
         };
         let now = now_ms();
@@ -189,7 +190,7 @@ impl Gateway {
                 from_ms: Some(from),
                 ..UsageQuery::default()
             };
-            async move { self.sink.usage(&query).await }
+            async move { self.settlement.sink.usage(&query).await }
         };
         let month = spend(Period::Month.start_ms(now)).await?;
         let day = spend(Period::Day.start_ms(now)).await?;
@@ -211,7 +212,9 @@ impl Gateway {
 
     /// With `MeteringFailure::Refuse`, nothing is admitted while the store fails.
     fn check_metering(&self) -> Result<(), GatewayError> {
-        if self.metering_on_failure == MeteringFailure::Refuse && self.sink.health().is_failing() {
+        if self.metering_on_failure == MeteringFailure::Refuse
+            && self.settlement.sink.health().is_failing()
+        {
             return Err(GatewayError::MeteringUnavailable);
         }
         Ok(())
@@ -221,7 +224,7 @@ impl Gateway {
     /// so a Redis that restarted empty does not hand out a fresh budget. A store that cannot
     /// answer refuses the request: the budget cannot be checked.
     async fn seed_shared_spend(&self, r: &Reservation, now: i64) -> Result<(), GatewayError> {
-        let Limiter::Redis(redis) = &self.limiter else {
+        let Limiter::Redis(redis) = &self.settlement.limiter else {
             return Ok(());
         };
         let spent = |from| {
@@ -231,7 +234,7 @@ impl Gateway {
                 ..UsageQuery::default()
             };
             async move {
-                let rows = self.sink.usage(&query).await?;
+                let rows = self.settlement.sink.usage(&query).await?;
                 Ok::<Decimal, GatewayError>(rows.iter().map(|row| row.cost).sum())
             }
         };
@@ -304,7 +307,8 @@ impl Gateway {
     ) -> Result<Admitted, GatewayError> {
         let result = self.try_admit(request_id, caller, model, prompts).await;
         if let Err(e) = &result {
-            self.stats
+            self.settlement
+                .stats
                 .refused(caller.tenant.as_str(), refusal_reason(e));
         }
         result
@@ -363,10 +367,18 @@ impl Gateway {
         .with_sequences(sequences)
         .with_lease(request_id.as_str());
         // Alerts follow settled spend (`Ticket::settle`), not this reservation.
-        match self.limiter.reserve(&tenant, &reservation, now).await {
+        match self
+            .settlement
+            .limiter
+            .reserve(&tenant, &reservation, now)
+            .await
+        {
             Err(GatewayError::Unseeded) => {
                 self.seed_shared_spend(&reservation, now).await?;
-                self.limiter.reserve(&tenant, &reservation, now).await?;
+                self.settlement
+                    .limiter
+                    .reserve(&tenant, &reservation, now)
+                    .await?;
             }
             other => {
                 other?;
@@ -378,17 +390,16 @@ impl Gateway {
         };
         let shape: Vec<(usize, usize)> = prompts.iter().map(|p| (p.prompt_tokens, p.n)).collect();
         let priority = tenant.priority;
-        let ticket = Ticket::new(
-            self.clone(),
+        let terms = TicketTerms {
             request_id,
-            caller.clone(),
-            model.to_string(),
+            caller: caller.clone(),
+            model: model.to_string(),
             reservation,
-            tenant,
+            policy: tenant,
             price,
-            policy.currency.clone(),
-            &shape,
-        );
+            currency: policy.currency.clone(),
+        };
+        let ticket = Ticket::new(self.settlement.clone(), terms, &shape);
         Ok(Admitted {
             priority,
             base_salt,
@@ -417,30 +428,31 @@ impl Gateway {
             });
         }
         let sequences = check_sequences(tenant, prompts)?;
-        let result = match &self.limiter {
+        let result = match &self.settlement.limiter {
             Limiter::Local(l) => l.precheck(tenant, &caller.tenant, sequences, now_ms()),
             // Redis counters are checked by the one atomic script at admission.
             Limiter::Redis(_) => Ok(()),
         };
         if let Err(e) = &result {
-            self.stats
+            self.settlement
+                .stats
                 .refused(caller.tenant.as_str(), refusal_reason(e));
         }
         result
     }
 
     pub async fn usage(&self, query: &UsageQuery) -> Result<Vec<UsageRow>, GatewayError> {
-        self.sink.usage(query).await
+        self.settlement.sink.usage(query).await
     }
 
     /// Resolves when every event recorded so far is durable.
     pub async fn flush(&self) {
-        self.sink.flush().await;
+        self.settlement.sink.flush().await;
     }
 
     /// Appends the per-tenant Prometheus counters.
     pub fn render_metrics(&self, out: &mut String) {
-        self.stats.render(out);
+        self.settlement.stats.render(out);
     }
 }
 

@@ -9,6 +9,7 @@
 
 mod alerts;
 mod anchors;
+mod bill;
 pub mod clock;
 mod db;
 mod error;
@@ -20,6 +21,7 @@ pub mod limits;
 mod policy;
 mod pricing;
 mod secret;
+mod settlement;
 pub mod sink;
 mod stats;
 mod ticket;

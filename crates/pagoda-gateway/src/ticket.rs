@@ -7,16 +7,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rust_decimal::Decimal;
 use tokio::sync::oneshot;
 
+use crate::bill::{bill, ChoiceTally, Ended, PromptShape};
 use crate::clock::now_ms;
-use crate::event::{CostEvent, Status};
-use crate::gateway::{Caller, Gateway};
+use crate::event::CostEvent;
+use crate::gateway::Caller;
 use crate::ids::{EventId, RequestId};
-use crate::limits::{Limiter, Reservation};
+use crate::limits::Reservation;
 use crate::policy::TenantPolicy;
-use crate::pricing::{ModelPrice, TokenUsage};
+use crate::pricing::ModelPrice;
+use crate::settlement::Settlement;
 
 /// How one choice ended, as the engine reported it.
 #[derive(Debug, Clone, Copy)]
@@ -31,84 +32,56 @@ pub struct ChoiceEnd<'a> {
     pub failed: bool,
 }
 
-#[derive(Debug, Default, Clone)]
-struct Choice {
-    streamed: u64,
-    /// What the engine generated, read or not (known when the stream is dropped early).
-    generated: u64,
-    /// Prompt tokens the engine found cached, once it says (before the choice ends).
-    cached: Option<u64>,
-    end: Option<Ended>,
-}
-
-#[derive(Debug, Clone)]
-struct Ended {
-    prompt: u64,
-    cached: u64,
-    completion: u64,
-    queued: Duration,
-    first_token: Option<Duration>,
-    compute: Duration,
-    finish_reason: String,
-    failed: bool,
-}
-
 struct Progress {
-    /// Index of each prompt's first choice in `choices`.
-    offsets: Vec<usize>,
-    prompt_tokens: Vec<usize>,
-    choices: Vec<Choice>,
+    prompts: Vec<PromptShape>,
+    choices: Vec<ChoiceTally>,
     submitted: bool,
     first_token: Option<Duration>,
 }
 
+/// What a ticket is for: the request, its caller and model, what it reserved under which
+/// policy, and its price.
+pub(crate) struct TicketTerms {
+    pub request_id: RequestId,
+    pub caller: Caller,
+    pub model: String,
+    pub reservation: Reservation,
+    pub policy: TenantPolicy,
+    pub price: ModelPrice,
+    pub currency: String,
+}
+
 pub struct Ticket {
-    gateway: Arc<Gateway>,
-    caller: Caller,
-    model: String,
-    request_id: RequestId,
-    reservation: Reservation,
-    policy: TenantPolicy,
-    price: ModelPrice,
-    currency: String,
+    settlement: Arc<Settlement>,
+    terms: TicketTerms,
     started: Instant,
     progress: Mutex<Progress>,
     closed: AtomicBool,
 }
 
 impl Ticket {
-    #[allow(clippy::too_many_arguments)]
+    /// `prompts`: each prompt's (tokens, choices).
     pub(crate) fn new(
-        gateway: Arc<Gateway>,
-        request_id: RequestId,
-        caller: Caller,
-        model: String,
-        reservation: Reservation,
-        policy: TenantPolicy,
-        price: ModelPrice,
-        currency: String,
+        settlement: Arc<Settlement>,
+        terms: TicketTerms,
         prompts: &[(usize, usize)],
     ) -> Ticket {
-        let mut offsets = Vec::with_capacity(prompts.len());
+        let mut shapes = Vec::with_capacity(prompts.len());
         let mut total = 0;
-        for &(_, n) in prompts {
-            offsets.push(total);
+        for &(tokens, n) in prompts {
+            shapes.push(PromptShape {
+                prompt_tokens: tokens as u64,
+                first_choice: total,
+            });
             total += n.max(1);
         }
         Ticket {
-            gateway,
-            caller,
-            model,
-            request_id,
-            reservation,
-            policy,
-            price,
-            currency,
+            settlement,
+            terms,
             started: Instant::now(),
             progress: Mutex::new(Progress {
-                offsets,
-                prompt_tokens: prompts.iter().map(|p| p.0).collect(),
-                choices: vec![Choice::default(); total],
+                prompts: shapes,
+                choices: vec![ChoiceTally::default(); total],
                 submitted: false,
                 first_token: None,
             }),
@@ -117,11 +90,11 @@ impl Ticket {
     }
 
     pub fn request_id(&self) -> &RequestId {
-        &self.request_id
+        &self.terms.request_id
     }
 
     pub fn caller(&self) -> &Caller {
-        &self.caller
+        &self.terms.caller
     }
 
     fn progress(&self) -> std::sync::MutexGuard<'_, Progress> {
@@ -133,6 +106,12 @@ impl Ticket {
         self.progress().submitted = true;
     }
 
+    /// The tally of choice `choice` of prompt `prompt`, if there is one.
+    fn choice(p: &mut Progress, prompt: usize, choice: usize) -> Option<&mut ChoiceTally> {
+        let first = p.prompts.get(prompt)?.first_choice;
+        p.choices.get_mut(first + choice)
+    }
+
     /// Tokens streamed for one choice, and the prompt tokens the engine found cached for it
     /// when it knows them.
     pub fn on_tokens(&self, prompt: usize, choice: usize, tokens: usize, cached: Option<usize>) {
@@ -141,11 +120,9 @@ impl Ticket {
         if tokens > 0 {
             p.first_token.get_or_insert(elapsed);
         }
-        if let Some(i) = p.offsets.get(prompt).map(|o| o + choice) {
-            if let Some(c) = p.choices.get_mut(i) {
-                c.streamed += tokens as u64;
-                c.cached = c.cached.or(cached.map(|n| n as u64));
-            }
+        if let Some(c) = Ticket::choice(&mut p, prompt, choice) {
+            c.streamed += tokens as u64;
+            c.cached = c.cached.or(cached.map(|n| n as u64));
         }
     }
 
@@ -154,11 +131,8 @@ impl Ticket {
     /// it pulled.
     pub fn on_generated(&self, prompt: usize, generated: &[u64]) {
         let mut p = self.progress();
-        let Some(&offset) = p.offsets.get(prompt) else {
-            return;
-        };
         for (i, &n) in generated.iter().enumerate() {
-            if let Some(c) = p.choices.get_mut(offset + i) {
+            if let Some(c) = Ticket::choice(&mut p, prompt, i) {
                 c.generated = c.generated.max(n);
             }
         }
@@ -167,19 +141,17 @@ impl Ticket {
     /// Records a finished choice; `true` once every choice of the request has finished.
     pub fn on_finished(&self, prompt: usize, choice: usize, end: ChoiceEnd<'_>) -> bool {
         let mut p = self.progress();
-        if let Some(i) = p.offsets.get(prompt).map(|o| o + choice) {
-            if let Some(c) = p.choices.get_mut(i) {
-                c.end = Some(Ended {
-                    prompt: end.prompt_tokens as u64,
-                    cached: end.cached_tokens as u64,
-                    completion: end.completion_tokens as u64,
-                    queued: end.queued,
-                    first_token: end.first_token,
-                    compute: end.compute,
-                    finish_reason: end.finish_reason.to_string(),
-                    failed: end.failed,
-                });
-            }
+        if let Some(c) = Ticket::choice(&mut p, prompt, choice) {
+            c.end = Some(Ended {
+                prompt: end.prompt_tokens as u64,
+                cached: end.cached_tokens as u64,
+                completion: end.completion_tokens as u64,
+                queued: end.queued,
+                first_token: end.first_token,
+                compute: end.compute,
+                finish_reason: end.finish_reason.to_string(),
+                failed: end.failed,
+            });
         }
         p.choices.iter().all(|c| c.end.is_some())
     }
@@ -191,48 +163,22 @@ impl Ticket {
         let Some((event, used)) = self.close() else {
             return;
         };
-        let settling = self.settle(used, event.cost);
-        self.gateway.stats.observe(&event);
+        let settling = self.settle(used, &event);
         let (tx, rx) = oneshot::channel();
-        self.gateway.sink.record(event, Some(tx));
+        self.settlement.record(event, Some(tx));
         if let Some(task) = settling {
             // Waited for, so the caller's next request sees its slot and tokens back.
             let _ = task.await;
         }
         if rx.await.is_err() {
-            tracing::error!(request_id = %self.request_id, "a cost event could not be made durable");
+            tracing::error!(request_id = %self.terms.request_id, "a cost event is not durable yet; it stays queued");
         }
     }
 
-    /// Replaces the reservation by what was used. In process this is done at once; with
-    /// Redis it runs as a task of its own, which finishes even if its waiter goes away.
-    fn settle(&self, used: u64, cost: Decimal) -> Option<tokio::task::JoinHandle<()>> {
-        let gw = &self.gateway;
-        match &gw.limiter {
-            Limiter::Local(l) => {
-                let spend = l.settle(&self.policy, &self.reservation, used, cost, now_ms());
-                gw.alerts
-                    .check(&self.policy, &self.reservation, spend, &self.currency);
-                None
-            }
-            Limiter::Redis(_) => {
-                let Ok(handle) = tokio::runtime::Handle::try_current() else {
-                    tracing::error!("no runtime to settle a reservation in Redis");
-                    return None;
-                };
-                let (gw, policy, reservation) =
-                    (gw.clone(), self.policy.clone(), self.reservation.clone());
-                let currency = self.currency.clone();
-                Some(handle.spawn(async move {
-                    match gw.limiter.settle(&policy, &reservation, used, cost, now_ms()).await {
-                        Ok(spend) => gw.alerts.check(&policy, &reservation, spend, &currency),
-                        Err(e) => {
-                            tracing::error!(error = %e, tenant = %reservation.tenant, "settling a reservation failed")
-                        }
-                    }
-                }))
-            }
-        }
+    fn settle(&self, used: u64, event: &CostEvent) -> Option<tokio::task::JoinHandle<()>> {
+        let t = &self.terms;
+        self.settlement
+            .settle(&t.policy, &t.reservation, used, event.cost, &t.currency)
     }
 
     /// Builds the event once; `None` if it was already built.
@@ -241,79 +187,29 @@ impl Ticket {
             return None;
         }
         let p = self.progress();
-        let all_finished = p.choices.iter().all(|c| c.end.is_some());
-        let failed = p
-            .choices
-            .iter()
-            .any(|c| c.end.as_ref().is_some_and(|e| e.failed));
-        let status = if failed {
-            Status::Failed
-        } else if all_finished {
-            Status::Completed
-        } else if p.submitted {
-            Status::Aborted
-        } else {
-            Status::Rejected
-        };
-        let mut usage = TokenUsage::default();
-        if status != Status::Rejected {
-            for (prompt, &offset) in p.offsets.iter().enumerate() {
-                // The prompt is billed once per prompt (its choices share it), from the
-                // engine's figures if its first choice finished, else in full, cached as far
-                // as the engine said before the abort (uncached if it never ran).
-                let first = &p.choices[offset];
-                let prompt_tokens = p.prompt_tokens[prompt] as u64;
-                match &first.end {
-                    Some(end) => {
-                        usage.prompt += end.prompt;
-                        usage.cached += end.cached;
-                    }
-                    None => {
-                        usage.prompt += prompt_tokens;
-                        usage.cached += first.cached.unwrap_or(0).min(prompt_tokens);
-                    }
-                }
-            }
-            for c in &p.choices {
-                let unfinished = c.streamed.max(c.generated);
-                usage.completion += c.end.as_ref().map_or(unfinished, |e| e.completion);
-            }
-        }
-        let ends = || p.choices.iter().filter_map(|c| c.end.as_ref());
+        let t = &self.terms;
+        let b = bill(&p.prompts, &p.choices, p.submitted, p.first_token, &t.price);
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-        let queued = ends().map(|e| e.queued).max().unwrap_or_default();
-        let first = ends().filter_map(|e| e.first_token).min().or(p.first_token);
-        let compute: Duration = ends().map(|e| e.compute).sum();
-        let finish_reason = match status {
-            Status::Aborted => Some("abort".to_string()),
-            Status::Rejected => None,
-            _ => ends().next().map(|e| e.finish_reason.clone()),
-        };
-        let cost = if status == Status::Rejected {
-            Decimal::ZERO
-        } else {
-            self.price.cost(usage)
-        };
         let event = CostEvent {
             event_id: EventId::random(),
-            request_id: self.request_id.clone(),
-            tenant: self.caller.tenant.clone(),
-            key_id: self.caller.key_id.clone(),
-            model: self.model.clone(),
-            prompt_tokens: usage.prompt,
-            cached_tokens: usage.cached,
-            completion_tokens: usage.completion,
-            compute_ms: ms(compute),
-            queue_ms: ms(queued),
-            ttft_ms: first.map(ms),
+            request_id: t.request_id.clone(),
+            tenant: t.caller.tenant.clone(),
+            key_id: t.caller.key_id.clone(),
+            model: t.model.clone(),
+            prompt_tokens: b.usage.prompt,
+            cached_tokens: b.usage.cached,
+            completion_tokens: b.usage.completion,
+            compute_ms: ms(b.compute),
+            queue_ms: ms(b.queued),
+            ttft_ms: b.first_token.map(ms),
             e2e_ms: ms(self.started.elapsed()),
-            status,
-            finish_reason,
-            cost,
-            currency: self.currency.clone(),
+            status: b.status,
+            finish_reason: b.finish_reason,
+            cost: b.cost,
+            currency: t.currency.clone(),
             ts_ms: now_ms(),
         };
-        Some((event, usage.prompt + usage.completion))
+        Some((event, b.usage.prompt + b.usage.completion))
     }
 }
 
@@ -324,8 +220,7 @@ impl Drop for Ticket {
         let Some((event, used)) = self.close() else {
             return;
         };
-        let _ = self.settle(used, event.cost);
-        self.gateway.stats.observe(&event);
-        self.gateway.sink.record(event, None);
+        let _ = self.settle(used, &event);
+        self.settlement.record(event, None);
     }
 }
