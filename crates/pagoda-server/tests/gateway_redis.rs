@@ -332,3 +332,31 @@ async fn a_dead_replicas_concurrency_slot_expires_with_its_lease() {
         "the slot came back before its lease expired"
     );
 }
+
+/// A request whose worst case is too large to account for exactly (past 2^53 nanos) is
+/// refused before the script writes anything: it takes no request from the rate bucket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unaccountable_cost_is_refused_before_any_counter_moves() {
+    let dir = tempfile::tempdir().unwrap();
+    let redis = Redis::start(dir.path());
+    let url = format!("redis://127.0.0.1:{}/", redis.port);
+    // 100,000 per output token: one token is fine, 500 are past 2^53 nanos.
+    let policy = format!(
+        "[pricing.\"{MODEL}\"]\ninput = \"0\"\noutput = \"100000000000\"\n[tenants.t]\nrequests_per_minute = 1\n"
+    );
+    let s = GatewayServer::start_in(dir.path().into(), &policy, Some(url)).await;
+    let key = s.key("t");
+    let mut huge = body();
+    huge["max_tokens"] = json!(500);
+    let r = s.post(Some(&key), "/v1/completions", huge).await;
+    assert_eq!(r.status, 400, "{}", r.json);
+    assert_eq!(r.json["error"]["param"], "max_tokens");
+    let mut one = body();
+    one["max_tokens"] = json!(1);
+    let r = s.post(Some(&key), "/v1/completions", one).await;
+    assert_eq!(
+        r.status, 200,
+        "the refused request took the minute's one request: {}",
+        r.json
+    );
+}
