@@ -65,3 +65,27 @@ pub struct CostEvent {
     /// When the request ended, milliseconds since the epoch.
     pub ts_ms: i64,
 }
+
+/// An event with only its numbers set, for tests of what stores and queues do with events.
+#[cfg(test)]
+pub(crate) fn test_event(i: u64) -> CostEvent {
+    CostEvent {
+        event_id: EventId::new(format!("e{i}")),
+        request_id: RequestId::new(format!("r{i}")),
+        tenant: TenantId::new("t"),
+        key_id: KeyId::new("k"),
+        model: "m".into(),
+        prompt_tokens: i,
+        cached_tokens: 0,
+        completion_tokens: 0,
+        compute_ms: 0.0,
+        queue_ms: 0.0,
+        ttft_ms: None,
+        e2e_ms: 0.0,
+        status: Status::Completed,
+        finish_reason: None,
+        cost: Decimal::ZERO,
+        currency: "USD".into(),
+        ts_ms: 0,
+    }
+}

@@ -123,6 +123,11 @@ pub struct ServeArgs {
     /// [default: 512].
     #[arg(long, env = "PAGODA_MAX_UNREAD_OUTPUTS")]
     pub max_unread_outputs: Option<usize>,
+    /// Also publish metrics under another engine's names for cluster pickers and routers
+    /// that scrape them: `vllm` (llm-d's Endpoint Picker, vLLM production-stack) [default:
+    /// none].
+    #[arg(long, env = "PAGODA_METRICS_COMPAT")]
+    pub metrics_compat: Option<String>,
     /// A request's headers must arrive within this long of the connection's accept (first
     /// request) or of the request's first byte, else the connection is closed [default: 10s].
     #[arg(long, env = "PAGODA_HEADER_TIMEOUT", value_parser = parse_duration)]

@@ -176,7 +176,10 @@ impl IntoResponse for ApiError {
         }
         let mut response = (self.status(), axum::Json(self.body())).into_response();
         let retry_after = match &self {
-            ApiError::QueueFull { .. } | ApiError::TenantQueueFull { .. } => Some(1),
+            // Backpressure routers retry elsewhere (a draining or loading replica too).
+            ApiError::QueueFull { .. }
+            | ApiError::TenantQueueFull { .. }
+            | ApiError::Unavailable(_) => Some(1),
             // Whole seconds, rounded up so a client that waits exactly this long gets in.
             ApiError::Gateway(e) => e.retry_after().map(|d| d.as_millis().div_ceil(1000).max(1)),
             _ => None,

@@ -548,15 +548,20 @@ mod tests {
         assert!(!last.contains("4111") && !last.contains("jane@"));
     }
 
-    #[test]
-    fn whole_choices_are_filtered_too() {
-        let dir = tempfile::tempdir().unwrap();
-        let state = guarded_state("", dir.path());
+    /// A completions prompt screened under the default policy, with an audit log in `dir`.
+    fn screened_hello(dir: &std::path::Path) -> Arc<Guarded> {
+        let state = guarded_state("", dir);
         let mut prompt = PromptInput::Text("hello".into());
         let tokenizer_dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("../../testdata/models/tiny-qwen2");
         let tokenizer = Tokenizer::from_file(&tokenizer_dir.join("tokenizer.json")).unwrap();
-        let guarded = screen_prompts(&state, None, "cmpl-1", &tokenizer, &mut prompt).unwrap();
+        screen_prompts(&state, None, "cmpl-1", &tokenizer, &mut prompt).unwrap()
+    }
+
+    #[test]
+    fn whole_choices_are_filtered_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let guarded = screened_hello(dir.path());
         let mut texts = vec!["reach me at 13800138000".to_string()];
         filter_texts(Some(&guarded), &mut texts).unwrap();
         assert_eq!(texts[0], "reach me at [PHONE_1]");
@@ -567,12 +572,7 @@ mod tests {
     #[test]
     fn a_response_record_that_cannot_be_written_fails_the_response() {
         let dir = tempfile::tempdir().unwrap();
-        let state = guarded_state("", dir.path());
-        let mut prompt = PromptInput::Text("hello".into());
-        let tokenizer_dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../testdata/models/tiny-qwen2");
-        let tokenizer = Tokenizer::from_file(&tokenizer_dir.join("tokenizer.json")).unwrap();
-        let guarded = screen_prompts(&state, None, "cmpl-1", &tokenizer, &mut prompt).unwrap();
+        let guarded = screened_hello(dir.path());
         let log = dir.path().join("audit.jsonl");
         let chattr = |flag: &str| {
             let ok = std::process::Command::new("chattr")

@@ -81,6 +81,7 @@ pub struct Metrics {
     prompt_tokens: Histogram,
     generation_tokens: Histogram,
     finished: Mutex<Finished>,
+    vllm_compat: std::sync::atomic::AtomicBool,
 }
 
 impl Default for Metrics {
@@ -99,6 +100,7 @@ impl Metrics {
             prompt_tokens: Histogram::new(TOKEN_BUCKETS),
             generation_tokens: Histogram::new(TOKEN_BUCKETS),
             finished: Mutex::new(Finished::default()),
+            vllm_compat: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -138,10 +140,29 @@ impl Metrics {
             .abort += sequences as u64;
     }
 
-    /// The exposition text; engine gauges and counters only once the engine is loaded.
-    pub fn render(&self, model_name: &str, engine: Option<&EngineStats>) -> String {
+    /// Also publish the vLLM names cluster pickers scrape (`--metrics-compat vllm`).
+    pub fn set_vllm_compat(&self, on: bool) {
+        self.vllm_compat
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The exposition text; engine gauges and counters only once the engine is loaded
+    /// (`block_size` with them, for the vLLM cache-config series).
+    pub fn render(
+        &self,
+        model_name: &str,
+        engine: Option<&EngineStats>,
+        block_size: Option<usize>,
+    ) -> String {
         let label = format!("model_name=\"{}\"", escape_label(model_name));
         let mut out = String::with_capacity(8192);
+        if let (Some(s), Some(block_size), true) = (
+            engine,
+            block_size,
+            self.vllm_compat.load(std::sync::atomic::Ordering::Relaxed),
+        ) {
+            vllm_series(&mut out, &label, s, block_size);
+        }
         if let Some(s) = engine {
             gauge(
                 &mut out,
@@ -284,6 +305,57 @@ impl Metrics {
     }
 }
 
+/// The series llm-d's Endpoint Picker and vLLM's production-stack router read by default,
+/// under vLLM's names and units (usage as a 0-1 fraction, like ours).
+fn vllm_series(out: &mut String, label: &str, s: &EngineStats, block_size: usize) {
+    gauge(
+        out,
+        "vllm:num_requests_running",
+        "Sequences running in the engine.",
+        label,
+        s.num_running as f64,
+    );
+    gauge(
+        out,
+        "vllm:num_requests_waiting",
+        "Sequences waiting to be scheduled.",
+        label,
+        s.num_waiting as f64,
+    );
+    gauge(
+        out,
+        "vllm:kv_cache_usage_perc",
+        "Fraction of KV-cache blocks in use (1 = full).",
+        label,
+        s.kv_usage(),
+    );
+    counter(
+        out,
+        "vllm:prefix_cache_queries",
+        "Prompt tokens looked up in the prefix cache.",
+        label,
+        s.prefix_cache_queried_tokens as f64,
+    );
+    counter(
+        out,
+        "vllm:prefix_cache_hits",
+        "Prompt tokens found in the prefix cache.",
+        label,
+        s.prefix_cache_hit_tokens as f64,
+    );
+    header(
+        out,
+        "vllm:cache_config_info",
+        "KV-cache configuration (the value is 1).",
+        "gauge",
+    );
+    let _ = writeln!(
+        out,
+        "vllm:cache_config_info{{{label},block_size=\"{block_size}\",num_gpu_blocks=\"{}\"}} 1",
+        s.num_blocks
+    );
+}
+
 fn header(out: &mut String, name: &str, help: &str, kind: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
@@ -338,7 +410,7 @@ mod tests {
     fn histograms_are_cumulative_and_end_with_inf() {
         let m = Metrics::new();
         m.observe_inter_token(Duration::from_millis(30), 3);
-        let text = m.render("m", None);
+        let text = m.render("m", None, None);
         assert!(
             text.contains(
                 "pagoda:inter_token_latency_seconds_bucket{model_name=\"m\",le=\"0.01\"} 3"
@@ -361,9 +433,41 @@ mod tests {
             prompt_tokens_total: 42,
             ..EngineStats::default()
         };
-        let text = Metrics::new().render("m", Some(&stats));
+        let text = Metrics::new().render("m", Some(&stats), Some(16));
         assert!(text.contains("# TYPE pagoda:prompt_tokens counter\n"));
         assert!(text.contains("pagoda:prompt_tokens_total{model_name=\"m\"} 42.0"));
         assert!(text.contains("pagoda:kv_cache_blocks_used{model_name=\"m\"} 3.0"));
+        assert!(
+            !text.contains("vllm:"),
+            "vLLM names without --metrics-compat"
+        );
+    }
+
+    #[test]
+    fn vllm_compat_adds_the_series_pickers_scrape() {
+        let stats = EngineStats {
+            num_blocks: 10,
+            num_free_blocks: 6,
+            num_running: 3,
+            num_waiting: 2,
+            prefix_cache_queried_tokens: 100,
+            prefix_cache_hit_tokens: 40,
+            ..EngineStats::default()
+        };
+        let m = Metrics::new();
+        m.set_vllm_compat(true);
+        let text = m.render("m", Some(&stats), Some(16));
+        for line in [
+            "vllm:num_requests_running{model_name=\"m\"} 3.0",
+            "vllm:num_requests_waiting{model_name=\"m\"} 2.0",
+            "vllm:kv_cache_usage_perc{model_name=\"m\"} 0.4",
+            "vllm:prefix_cache_queries_total{model_name=\"m\"} 100.0",
+            "vllm:prefix_cache_hits_total{model_name=\"m\"} 40.0",
+            "vllm:cache_config_info{model_name=\"m\",block_size=\"16\",num_gpu_blocks=\"10\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line}:\n{text}");
+        }
+        // The native names stay.
+        assert!(text.contains("pagoda:num_requests_waiting{model_name=\"m\"} 2.0"));
     }
 }

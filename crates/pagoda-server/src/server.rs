@@ -17,7 +17,7 @@ use crate::error::ServerError;
 use crate::gateway;
 use crate::guard;
 use crate::http::{Connections, HttpLimits};
-use crate::routes::{self, chat, completions, models, ops, tokenize};
+use crate::routes::{self, chat, completions, models, ops, render, tokenize};
 use crate::settings::Settings;
 use crate::state::{load_chat_template, AppState, Loaded};
 
@@ -39,6 +39,8 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat::handle))
         .route("/v1/completions", post(completions::handle))
+        .route("/v1/chat/completions/render", post(render::chat))
+        .route("/v1/completions/render", post(render::completions))
         .route("/v1/models", get(models::list))
         .route("/v1/models/{*model}", get(models::retrieve))
         .route("/tokenize", post(tokenize::tokenize))
@@ -146,6 +148,7 @@ async fn run(settings: Settings) -> Result<(), ServerError> {
         })?;
     tracing::info!(address = %listener.local_addr()?, model = %settings.model, "listening; loading the model");
     let state = AppState::with_limits(settings.served_model_names.clone(), settings.limits.clone());
+    state.metrics().set_vllm_compat(settings.vllm_metrics);
     gateway::start(&state, settings.gateway.clone()).await?;
     start_guard(&state, settings.guard.as_ref())?;
     let anchoring = match (state.guard(), &settings.gateway) {

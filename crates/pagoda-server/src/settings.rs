@@ -32,6 +32,8 @@ pub struct Settings {
     pub guard: Option<GuardSettings>,
     /// Caps on what one request may ask for.
     pub limits: RequestLimits,
+    /// `--metrics-compat vllm`: the vLLM metric names as well.
+    pub vllm_metrics: bool,
     /// Connection deadlines and the connection cap.
     pub http: HttpLimits,
 }
@@ -74,6 +76,7 @@ struct FileSettings {
     max_seqs_per_request: Option<usize>,
     max_pending_per_tenant: Option<usize>,
     max_unread_outputs: Option<usize>,
+    metrics_compat: Option<String>,
     header_timeout: Option<Size>,
     keep_alive_timeout: Option<Size>,
     body_timeout: Option<Size>,
@@ -215,6 +218,16 @@ impl Settings {
         if let Some(n) = args.max_unread_outputs.or(file.max_unread_outputs) {
             engine.max_unread_outputs = n;
         }
+        let vllm_metrics = match args.metrics_compat.or(file.metrics_compat).as_deref() {
+            None | Some("none") => false,
+            Some("vllm") => true,
+            Some(other) => {
+                return Err(setting(
+                    "metrics-compat",
+                    format!("`{other}` is not none or vllm"),
+                ))
+            }
+        };
         let guard = guard_settings(
             args.guard_config.or(file.guard_config),
             args.audit_log.or(file.audit_log),
@@ -234,6 +247,7 @@ impl Settings {
             gateway,
             guard,
             limits,
+            vllm_metrics,
             http,
         })
     }

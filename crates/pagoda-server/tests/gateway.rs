@@ -243,29 +243,16 @@ async fn a_budget_holds_under_200_concurrent_requests_and_events_match_responses
         open.contains("pagoda:") && !open.contains("tenant=\""),
         "{open}"
     );
-    let acme_scrape = s
-        .server
-        .client
-        .get(s.server.url("/metrics"))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(!acme_scrape.contains("tenant=\""));
-    let metrics = s
-        .server
-        .client
-        .get(s.server.url("/metrics"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let scrape = |key: String| {
+        let request = s
+            .server
+            .client
+            .get(s.server.url("/metrics"))
+            .bearer_auth(key);
+        async move { request.send().await.unwrap().text().await.unwrap() }
+    };
+    assert!(!scrape(key.clone()).await.contains("tenant=\""));
+    let metrics = scrape(admin.clone()).await;
     let line = metrics
         .lines()
         .find(|l| l.starts_with("pagoda:gateway_cost_total{tenant=\"acme\""))

@@ -45,7 +45,7 @@ pub struct SinkHealth {
 impl SinkHealth {
     /// The store has refused the last `FAILING_AFTER` writes or more.
     pub fn is_failing(&self) -> bool {
-        self.failing.load(Ordering::Relaxed)
+        self.failing.load(Ordering::Acquire)
     }
 
     /// Events waiting for the store.
@@ -170,12 +170,13 @@ impl<'a> Writer<'a> {
                     if failures >= FAILING_AFTER {
                         tracing::info!(events = self.events.len(), "the metering store recovered");
                     }
+                    // Healthy before the acks go: whoever sees an ack sees the sink healthy.
+                    self.events.clear();
+                    self.health.queued.store(0, Ordering::Relaxed);
+                    self.health.failing.store(false, Ordering::Release);
                     for ack in self.acks.drain(..) {
                         let _ = ack.send(());
                     }
-                    self.events.clear();
-                    self.health.queued.store(0, Ordering::Relaxed);
-                    self.health.failing.store(false, Ordering::Relaxed);
                     failures = 0;
                     delay = FIRST_DELAY;
                     if self.closed {
@@ -190,7 +191,7 @@ impl<'a> Writer<'a> {
                         if failures == FAILING_AFTER {
                             tracing::error!(error = %e, events = self.events.len(), "the metering store keeps failing; events stay queued and are retried");
                         }
-                        self.health.failing.store(true, Ordering::Relaxed);
+                        self.health.failing.store(true, Ordering::Release);
                         // Responses waiting for durability go out; their events stay here.
                         self.acks.clear();
                     }
@@ -219,30 +220,7 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::event::Status;
-    use crate::ids::{EventId, KeyId, RequestId, TenantId};
-
-    fn event(i: u64) -> CostEvent {
-        CostEvent {
-            event_id: EventId::random(),
-            request_id: RequestId::new(format!("r{i}")),
-            tenant: TenantId::new("t"),
-            key_id: KeyId::new("k"),
-            model: "m".into(),
-            prompt_tokens: i,
-            cached_tokens: 0,
-            completion_tokens: 0,
-            compute_ms: 0.0,
-            queue_ms: 0.0,
-            ttft_ms: None,
-            e2e_ms: 0.0,
-            status: Status::Completed,
-            finish_reason: None,
-            cost: Default::default(),
-            currency: "USD".into(),
-            ts_ms: 0,
-        }
-    }
+    use crate::event::test_event as event;
 
     #[test]
     fn a_failing_store_keeps_every_event_and_says_so_until_it_recovers() {

@@ -317,31 +317,10 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::event::Status;
-    use crate::ids::{EventId, KeyId, RequestId, TenantId};
+    use crate::event::test_event;
 
     fn events(from: u64, n: u64) -> Vec<CostEvent> {
-        (from..from + n)
-            .map(|i| CostEvent {
-                event_id: EventId::new(format!("e{i}")),
-                request_id: RequestId::new(format!("r{i}")),
-                tenant: TenantId::new("t"),
-                key_id: KeyId::new("k"),
-                model: "m".into(),
-                prompt_tokens: i,
-                cached_tokens: 0,
-                completion_tokens: 0,
-                compute_ms: 0.0,
-                queue_ms: 0.0,
-                ttft_ms: None,
-                e2e_ms: 0.0,
-                status: Status::Completed,
-                finish_reason: None,
-                cost: Default::default(),
-                currency: "USD".into(),
-                ts_ms: 0,
-            })
-            .collect()
+        (from..from + n).map(test_event).collect()
     }
 
     /// Ships everything pending, counting each event id.

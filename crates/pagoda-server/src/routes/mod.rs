@@ -4,6 +4,7 @@ pub mod chat;
 pub mod completions;
 pub mod models;
 pub mod ops;
+pub mod render;
 pub mod tokenize;
 
 use axum::body::Bytes;

@@ -33,7 +33,10 @@ pub async fn health(State(state): State<AppState>) -> Response {
 
 pub async fn metrics(State(state): State<AppState>, caller: Option<Extension<Caller>>) -> Response {
     let stats = state.loaded().map(|l| l.engine.stats());
-    let mut text = state.metrics().render(state.model_name(), stats.as_ref());
+    let block_size = state.loaded().map(|l| l.engine.info().kv_cache.block_size);
+    let mut text = state
+        .metrics()
+        .render(state.model_name(), stats.as_ref(), block_size);
     let caller = caller.map(|Extension(c)| c);
     crate::gateway::render_metrics(&state, caller.as_ref(), &mut text);
     (
