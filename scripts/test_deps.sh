@@ -2,7 +2,9 @@
 # Installs what the test suite needs beyond Cargo: the official `openai` Python SDK (the API
 # conformance test drives the server with it) and the ClickHouse and Redis servers from
 # Debian's packages (the gateway's metering and shared-limit tests start their own instances
-# of them on free loopback ports). Safe to run again: installed packages are skipped.
+# of them on free loopback ports), kubectl (the deploy/ manifests are rendered with `kubectl
+# kustomize`) and chattr from e2fsprogs (tests make files immutable to fail writes). Safe to
+# run again: installed packages are skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,6 +13,8 @@ python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ig
 missing=()
 command -v clickhouse-server >/dev/null || missing+=(clickhouse-server clickhouse-client)
 command -v redis-server >/dev/null || missing+=(redis-server)
+command -v kubectl >/dev/null || missing+=(kubectl)
+command -v chattr >/dev/null || missing+=(e2fsprogs)
 if ((${#missing[@]})); then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -19,3 +23,4 @@ if ((${#missing[@]})); then
 fi
 clickhouse-client --version
 redis-server --version
+kubectl version --client
