@@ -248,8 +248,7 @@ impl EngineCore {
                 continue;
             };
             if stalled {
-                let mut end = lost(&active, "");
-                end.error = None;
+                let end = aborted(&active, None);
                 active.send(RequestOutput::last(active.index, end));
             }
         }
@@ -554,6 +553,11 @@ fn completion(active: &ActiveRequest, done: &FinishedRequest, error: Option<Stri
 /// The end of a request the scheduler no longer knows (or should not be asked about): what
 /// the text side saw of it, aborted with `message`.
 fn lost(active: &ActiveRequest, message: &str) -> Completion {
+    aborted(active, Some(message.to_string()))
+}
+
+/// An abort with what the text side counted, and the error if it is a failure.
+fn aborted(active: &ActiveRequest, error: Option<String>) -> Completion {
     Completion {
         finish_reason: FinishReason::Abort,
         usage: Usage {
@@ -562,7 +566,7 @@ fn lost(active: &ActiveRequest, message: &str) -> Completion {
             completion_tokens: active.num_output_tokens,
         },
         timings: timings(active),
-        error: Some(message.to_string()),
+        error,
     }
 }
 
