@@ -20,7 +20,7 @@
 //!     let mut sampled = Vec::new();
 //!     for id in batch.sampled_ids() {
 //!         let mut logits = vec![0.0f32; 10];
-//!         let token = scheduler.sample(&mut sampler, id, &mut logits).unwrap();
+//!         let token = scheduler.sample(&mut sampler, id, &mut logits, None).unwrap();
 //!         sampled.push((id, token.token));
 //!     }
 //!     for finished in scheduler.update_from_output(&batch, &sampled) {
@@ -42,7 +42,7 @@ pub use error::EngineError;
 pub use ids::{BlockHash, BlockId, CacheSalt, RequestId, TenantKey, TokenId};
 pub use kv_cache::{KvCacheManager, PrefixCacheStats};
 pub use request::{NewRequest, Request, RequestStatus};
-pub use sampling::{SampleInput, SampledToken, Sampler, SamplerRng, SamplingParams};
+pub use sampling::{AllowedTokens, SampleInput, SampledToken, Sampler, SamplerRng, SamplingParams};
 pub use scheduler::{
     FinishedRequest, ScheduledBatch, ScheduledRequest, Scheduler, SchedulerConfig,
 };

@@ -116,6 +116,7 @@ proptest! {
                 output: &output[..output.len().min(step * 3)],
                 eos_token_ids: &[EOS],
                 rng: &mut rng,
+                allowed: None,
             };
             let out = sampler.sample(&mut row, input);
             prop_assert!((out.token as usize) < vocab, "token {} of {}", out.token, vocab);
@@ -152,6 +153,7 @@ proptest! {
             output: &[],
             eos_token_ids: &[],
             rng: &mut rng,
+            allowed: None,
         });
         // The argmax of the biased row (a uniform bias can only merge near-ties, which go to
         // the lower id).

@@ -52,6 +52,10 @@ impl Tokenizer {
         self.inner.token_to_id(token)
     }
 
+    pub(crate) fn inner(&self) -> &tokenizers::Tokenizer {
+        &self.inner
+    }
+
     pub fn id_to_token(&self, id: u32) -> Option<String> {
         self.inner.id_to_token(id)
     }

@@ -1,7 +1,7 @@
 //! The sampler: one request's logits row in, its next token (and logprobs) out.
 //!
-//! Order: logit bias, min-tokens masking, penalties, then greedy argmax, or temperature, top-k,
-//! top-p, min-p and a draw from the request's own RNG.
+//! Order: logit bias, min-tokens masking, penalties, the constraint's allowed tokens, then
+//! greedy argmax, or temperature, top-k, top-p, min-p and a draw from the request's own RNG.
 //!
 //! Logprobs (the chosen token's and the top-N alternatives) are those of the raw model output,
 //! `log_softmax` of the row before any processing, as vLLM reports them by default: they describe
@@ -9,8 +9,10 @@
 //!
 //! Nothing a request sends can make it panic: a NaN logit counts as masked, infinities are
 //! handled explicitly, temperatures too small to divide by are greedy, and a row whose every
-//! token is masked falls back to the unbiased argmax.
+//! token is masked falls back to the unbiased argmax (among the allowed tokens, under a
+//! constraint: a grammar is never broken to honour a bias or `min_tokens`).
 
+use super::allowed::AllowedTokens;
 use super::params::SamplingParams;
 use super::processors::{apply_logit_bias, apply_penalties, mask_stop_tokens_before_min};
 use super::rng::SamplerRng;
@@ -25,6 +27,8 @@ pub struct SampleInput<'a> {
     /// The model's EOS tokens (from its generation config).
     pub eos_token_ids: &'a [TokenId],
     pub rng: &'a mut SamplerRng,
+    /// What a constraint allows next; `None` allows everything.
+    pub allowed: Option<AllowedTokens<'a>>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -102,6 +106,17 @@ impl LogSoftmax {
     }
 }
 
+/// The model's own best token among those allowed (the lowest allowed id if the model rules
+/// them all out); `raw` is overwritten when a constraint applies.
+fn fallback(raw: &mut [f32], allowed: Option<AllowedTokens<'_>>) -> TokenId {
+    let Some(allowed) = allowed else {
+        return argmax(raw).unwrap_or(0);
+    };
+    let first_allowed = (0..raw.len() as TokenId).find(|&t| allowed.allows(t));
+    allowed.apply(raw);
+    argmax(raw).or(first_allowed).unwrap_or(0)
+}
+
 /// Index of the largest unmasked logit, ties to the lower id.
 fn argmax(row: &[f32]) -> Option<TokenId> {
     let mut best: Option<(TokenId, f32)> = None;
@@ -165,11 +180,14 @@ impl Sampler {
             input.output,
             &mut self.scratch,
         );
+        if let Some(allowed) = input.allowed {
+            allowed.apply(logits);
+        }
 
         let token = match argmax(logits) {
             // Everything masked (e.g. a bias of -100 on a tiny vocabulary, or a row of NaNs):
             // fall back to the model's own choice, deterministically.
-            None => argmax(&self.raw).unwrap_or(0),
+            None => fallback(&mut self.raw, input.allowed),
             Some(best) if params.is_greedy() => best,
             Some(best) => self.draw(logits, params, input.rng).unwrap_or(best),
         };

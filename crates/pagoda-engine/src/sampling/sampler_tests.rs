@@ -19,6 +19,7 @@ fn sample_with(
             output,
             eos_token_ids: &[EOS],
             rng: &mut rng,
+            allowed: None,
         },
     )
 }
@@ -95,6 +96,7 @@ fn the_same_seed_draws_the_same_tokens() {
                     output: &[],
                     eos_token_ids: &[],
                     rng: &mut rng,
+                    allowed: None,
                 };
                 sampler.sample(&mut row, input).token
             })
@@ -324,4 +326,35 @@ fn unvalidated_parameters_do_not_panic_either() {
         assert!(out.token < 3);
         assert!(!out.logprob.is_nan());
     }
+}
+
+fn sample_allowed(params: &SamplingParams, logits: &[f32], words: &[u32], seed: u64) -> TokenId {
+    let mut row = logits.to_vec();
+    let mut rng = SamplerRng::from_seed(seed);
+    let input = SampleInput {
+        params,
+        prompt: &[0],
+        output: &[],
+        eos_token_ids: &[EOS],
+        rng: &mut rng,
+        allowed: Some(AllowedTokens::new(words)),
+    };
+    Sampler::new().sample(&mut row, input).token
+}
+
+#[test]
+fn a_constraint_limits_every_draw_and_the_all_masked_fallback() {
+    // Tokens 1 and 2 allowed; token 0 is by far the model's favourite.
+    let logits = [10.0, 0.0, 0.5, 1.0];
+    for seed in 0..50 {
+        let token = sample_allowed(&random(1.0), &logits, &[0b0110], seed);
+        assert!(token == 1 || token == 2, "seed {seed} drew {token}");
+    }
+    assert_eq!(sample_allowed(&greedy(), &logits, &[0b0110], 0), 2);
+    // A bias masking every allowed token: the fallback stays inside the constraint.
+    let params = SamplingParams {
+        logit_bias: BTreeMap::from([(1, f32::NEG_INFINITY), (2, f32::NEG_INFINITY)]),
+        ..greedy()
+    };
+    assert_eq!(sample_allowed(&params, &logits, &[0b0110], 0), 2);
 }

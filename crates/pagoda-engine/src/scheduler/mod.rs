@@ -38,7 +38,7 @@ use crate::error::EngineError;
 use crate::ids::{RequestId, TokenId};
 use crate::kv_cache::{BlockHasher, KvCacheManager};
 use crate::request::{NewRequest, Request};
-use crate::sampling::{SampleInput, SampledToken, Sampler, SamplerRng};
+use crate::sampling::{AllowedTokens, SampleInput, SampledToken, Sampler, SamplerRng};
 use crate::stop::StopChecker;
 use queue::{QueueKey, TenantSlot, WaitingQueue};
 use std::collections::HashMap;
@@ -126,12 +126,14 @@ impl Scheduler {
     }
 
     /// Samples the next token of `id` from its logits row, with the request's own parameters,
-    /// history and RNG. `None` if the request is unknown.
+    /// history and RNG, among the tokens `allowed` (all when `None`). `None` if the request is
+    /// unknown.
     pub fn sample(
         &mut self,
         sampler: &mut Sampler,
         id: RequestId,
         logits: &mut [f32],
+        allowed: Option<AllowedTokens<'_>>,
     ) -> Option<SampledToken> {
         let request = self.requests.get_mut(&id)?;
         let (params, prompt, output, rng) = request.sampling_parts();
@@ -141,6 +143,7 @@ impl Scheduler {
             output,
             eos_token_ids: self.stop.eos_token_ids(),
             rng,
+            allowed,
         };
         Some(sampler.sample(logits, input))
     }

@@ -452,7 +452,7 @@ fn seeded_tokens(others: u64, steps: usize) -> Vec<TokenId> {
         let mut sampled = Vec::new();
         for id in batch.sampled_ids().collect::<Vec<_>>() {
             let mut logits: Vec<f32> = (0..32).map(|t| (t % 5) as f32 * 0.5).collect();
-            let token = s.sample(&mut sampler, id, &mut logits).unwrap().token;
+            let token = s.sample(&mut sampler, id, &mut logits, None).unwrap().token;
             if id == RequestId(1) {
                 tokens.push(token);
             }
