@@ -8,10 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pagoda_engine::{
-    FinishReason, FinishedRequest, NewRequest, RequestId, SampledToken, Sampler, ScheduledBatch,
-    Scheduler, StopStringMatcher, StopStringSet,
+    AllowedTokens, FinishReason, FinishedRequest, NewRequest, RequestId, SampledToken, Sampler,
+    ScheduledBatch, Scheduler, StopStringMatcher, StopStringSet,
 };
 use pagoda_models::{ForwardBatch, LogitsWanted, ModelRunner};
+use pagoda_structured::{Constraint, TokenMask};
 use pagoda_text::{IncrementalDetokenizer, Tokenizer};
 
 use crate::error::Result;
@@ -43,6 +44,10 @@ struct ActiveRequest {
     /// Its place in the pending counts, given back with the final output (or when this is
     /// dropped).
     pending: Option<PendingSlot>,
+    /// What its output must match; lent to the mask worker during a step.
+    constraint: Option<Constraint>,
+    /// The constraint is complete: the output ends now.
+    constraint_done: bool,
 }
 
 impl ActiveRequest {
@@ -165,6 +170,7 @@ impl EngineCore {
         }
         let parent = RequestId(first_id);
         let wants_logprobs = request.sampling.logprobs.is_some();
+        let constraint = request.constraint;
         // One copy of the parameters and one stop-string automaton for all the choices.
         let sampling = Arc::new(request.sampling);
         let stop_strings = Arc::new(StopStringSet::new(&sampling.stop));
@@ -209,6 +215,8 @@ impl EngineCore {
                     num_prompt_tokens: request.prompt_token_ids.len(),
                     num_output_tokens: 0,
                     pending: pending.next(),
+                    constraint: constraint.clone(),
+                    constraint_done: false,
                 },
             );
         }
@@ -274,7 +282,21 @@ impl EngineCore {
         #[cfg(feature = "fault-injection")]
         self.inject_step_fault(&batch);
         let forward_start = Instant::now();
-        let logits = match self.forward(&batch) {
+        let mut lent = self.lend_constraints(&batch);
+        let (logits, masks) = std::thread::scope(|scope| {
+            // Masks depend only on tokens already sampled: they are computed while the
+            // forward pass runs.
+            let worker = (!lent.is_empty()).then(|| scope.spawn(|| compute_masks(&mut lent)));
+            let logits = self.forward(&batch);
+            let masks = worker.map(|w| {
+                w.join().map_err(|panic| {
+                    format!("the output constraint failed: {}", panic_message(&*panic))
+                })
+            });
+            (logits, masks)
+        });
+        let masks = self.return_constraints(lent, masks);
+        let logits = match logits {
             Ok(logits) => logits,
             Err(message) => return self.fail_batch(&batch, &message),
         };
@@ -284,12 +306,29 @@ impl EngineCore {
         let mut num_failed = 0;
         for (row, id) in batch.sampled_ids().enumerate() {
             let mut row_logits = logits.row(row).to_vec();
-            match self.sample_isolated(id, &mut row_logits) {
-                Ok(Some(token)) => sampled.push((id, token)),
-                Ok(None) => {}
+            let mask = match masks.get(&id) {
+                None => None,
+                Some(Ok(mask)) => Some(mask),
+                Some(Err(message)) => {
+                    num_failed += usize::from(self.fail(id, message));
+                    continue;
+                }
+            };
+            let allowed = mask.map(|m| AllowedTokens::new(m.words()));
+            let token = match self.sample_isolated(id, &mut row_logits, allowed) {
+                Ok(Some(token)) => token,
+                Ok(None) => continue,
                 // Only this request fails; `update_from_output` skips it once aborted.
-                Err(message) => num_failed += usize::from(self.fail(id, &message)),
+                Err(message) => {
+                    num_failed += usize::from(self.fail(id, &message));
+                    continue;
+                }
+            };
+            if let Err(message) = self.advance_constraint(id, token.token) {
+                num_failed += usize::from(self.fail(id, &message));
+                continue;
             }
+            sampled.push((id, token));
         }
         let update_start = Instant::now();
         let pairs: Vec<(RequestId, u32)> = sampled.iter().map(|(id, t)| (*id, t.token)).collect();
@@ -312,11 +351,65 @@ impl EngineCore {
         num_finished
     }
 
+    /// Takes the constraints of the batch's sampled requests for the mask worker.
+    fn lend_constraints(&mut self, batch: &ScheduledBatch) -> Vec<(RequestId, Constraint)> {
+        batch
+            .sampled_ids()
+            .filter_map(|id| Some((id, self.active.get_mut(&id)?.constraint.take()?)))
+            .collect()
+    }
+
+    /// Puts lent constraints back and returns each one's mask (or why there is none).
+    fn return_constraints(
+        &mut self,
+        lent: Vec<(RequestId, Constraint)>,
+        masks: Option<Result<(Vec<Result<TokenMask, String>>, Duration), String>>,
+    ) -> HashMap<RequestId, Result<TokenMask, String>> {
+        let masks: Vec<Result<TokenMask, String>> = match masks {
+            None => return HashMap::new(),
+            Some(Ok((masks, took))) => {
+                self.stats.constraint_masks_total += masks.len() as u64;
+                self.stats.constraint_mask_time_total += took;
+                masks
+            }
+            Some(Err(message)) => lent.iter().map(|_| Err(message.clone())).collect(),
+        };
+        let mut out = HashMap::with_capacity(lent.len());
+        for ((id, constraint), mask) in lent.into_iter().zip(masks) {
+            if let Some(active) = self.active.get_mut(&id) {
+                active.constraint = Some(constraint);
+            }
+            out.insert(id, mask);
+        }
+        out
+    }
+
+    /// Tells `id`'s constraint the token it sampled; an end-of-sequence token, or a token
+    /// that completes the constraint, ends the output.
+    fn advance_constraint(&mut self, id: RequestId, token: u32) -> Result<(), String> {
+        let eos = self.scheduler.eos_token_ids().contains(&token);
+        let Some(active) = self.active.get_mut(&id) else {
+            return Ok(());
+        };
+        let Some(constraint) = active.constraint.as_mut() else {
+            return Ok(());
+        };
+        if eos {
+            // The mask allows end-of-sequence only where the output is complete.
+            active.constraint_done = true;
+            return Ok(());
+        }
+        constraint.advance(token).map_err(|e| e.to_string())?;
+        active.constraint_done = constraint.is_finished();
+        Ok(())
+    }
+
     /// Samples one request's token; a panic in the sampler fails that request alone.
     fn sample_isolated(
         &mut self,
         id: RequestId,
         logits: &mut [f32],
+        allowed: Option<AllowedTokens<'_>>,
     ) -> Result<Option<SampledToken>, String> {
         #[cfg(feature = "fault-injection")]
         let fault = self.scheduler.request(id).is_some_and(|r| {
@@ -331,7 +424,7 @@ impl EngineCore {
             if fault {
                 panic!("fault injection: sampling panics");
             }
-            scheduler.sample(sampler, id, logits)
+            scheduler.sample(sampler, id, logits, allowed)
         }))
         .map_err(|panic| {
             format!(
@@ -468,7 +561,7 @@ impl EngineCore {
                 .push(&self.tokenizer, &[token.token])
                 .unwrap_or_default();
             let mut out = active.stops.push(&delta);
-            if out.stopped.is_some() && !finished.contains_key(&id) {
+            if (out.stopped.is_some() || active.constraint_done) && !finished.contains_key(&id) {
                 if let Some(done) = self.scheduler.finish(id, FinishReason::Stop) {
                     finished.insert(id, done);
                 }
@@ -581,6 +674,25 @@ fn timings(active: &ActiveRequest) -> Timings {
         compute: active.compute,
         steps_waited: active.steps_waited,
     }
+}
+
+/// Each lent constraint's next mask (a mask that allows nothing is an error: the output
+/// could not continue), and how long they took together.
+fn compute_masks(
+    lent: &mut [(RequestId, Constraint)],
+) -> (Vec<Result<TokenMask, String>>, Duration) {
+    let start = Instant::now();
+    let masks = lent
+        .iter_mut()
+        .map(|(_, constraint)| match constraint.mask() {
+            Ok(mask) if mask.num_allowed() == 0 => {
+                Err("the output constraint allows no next token".to_string())
+            }
+            Ok(mask) => Ok(mask),
+            Err(e) => Err(e.to_string()),
+        })
+        .collect();
+    (masks, start.elapsed())
 }
 
 /// The message a panic carried, for error reports.

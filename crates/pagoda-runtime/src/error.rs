@@ -25,6 +25,8 @@ pub enum RuntimeError {
     TenantQueueFull { limit: usize },
     #[error("model not found: {0}")]
     ModelNotFound(String),
+    #[error("structured outputs are not available for this model: {0}")]
+    StructuredUnavailable(String),
     #[error("the engine is not running")]
     EngineStopped,
 }

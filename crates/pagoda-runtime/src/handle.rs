@@ -20,6 +20,7 @@ use crate::output_channel::{output_channel, OutputReceiver};
 use crate::pending::PendingCounts;
 use crate::request::{Completion, GenerateRequest, RequestOutput};
 use crate::stats::EngineStats;
+use pagoda_structured::Grammars;
 
 /// What a choice's stream reports if it closes without a final output (the engine died in a
 /// way that could not even answer).
@@ -34,6 +35,7 @@ pub(crate) struct Shared {
     pub(crate) stats: Mutex<EngineStats>,
     info: ModelInfo,
     tokenizer: Arc<Tokenizer>,
+    grammars: Result<Arc<Grammars>, String>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -115,6 +117,7 @@ pub fn start(config: EngineConfig) -> Result<EngineHandle> {
         stats: Mutex::new(loaded.core.stats().clone()),
         info: loaded.info,
         tokenizer: loaded.tokenizer,
+        grammars: loaded.grammars,
         thread: Mutex::new(None),
     });
     let thread = engine_loop::spawn(loaded.core, receiver, shared.clone())
@@ -130,6 +133,14 @@ impl EngineHandle {
 
     pub fn tokenizer(&self) -> &Arc<Tokenizer> {
         &self.shared.tokenizer
+    }
+
+    /// The compiler of output constraints for this model's vocabulary.
+    pub fn grammars(&self) -> Result<&Arc<Grammars>> {
+        self.shared
+            .grammars
+            .as_ref()
+            .map_err(|reason| RuntimeError::StructuredUnavailable(reason.clone()))
     }
 
     pub fn stats(&self) -> EngineStats {

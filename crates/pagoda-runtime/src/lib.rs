@@ -31,3 +31,4 @@ pub use request::{Completion, GenerateRequest, RequestOutput, Timings, TokenLogp
 pub use stats::EngineStats;
 
 pub use pagoda_engine::{CacheSalt, FinishReason, SamplingParams, TenantKey};
+pub use pagoda_structured::{Constraint, ConstraintSpec, Grammars, StructuredError};

@@ -11,6 +11,7 @@ use pagoda_models::loader::{is_gguf, load_model};
 use pagoda_models::{
     Architecture, GenerationConfig, KvCacheShape, ModelConfig, ModelRunner, WeightDtype,
 };
+use pagoda_structured::Grammars;
 use pagoda_text::Tokenizer;
 
 use crate::config::EngineConfig;
@@ -38,6 +39,8 @@ pub(crate) struct Loaded {
     pub core: EngineCore,
     pub info: ModelInfo,
     pub tokenizer: Arc<Tokenizer>,
+    /// The compiler of output constraints, or why this model has none.
+    pub grammars: Result<Arc<Grammars>, String>,
 }
 
 /// Loads everything `config` names and builds the engine core (not started).
@@ -99,6 +102,9 @@ pub(crate) fn load(config: &EngineConfig) -> Result<Loaded> {
         kv_cache: kv_shape,
         kv_cache_bytes: kv_shape.total_bytes(),
     };
+    let grammars = Grammars::new(&tokenizer, model_cfg.vocab_size, &info.eos_token_ids)
+        .map(Arc::new)
+        .map_err(|e| e.to_string());
     let runner = ModelRunner::new(model, kv_shape);
     let mut core = EngineCore::new(scheduler, runner, tokenizer.clone());
     core.set_max_unread_outputs(config.max_unread_outputs);
@@ -108,6 +114,7 @@ pub(crate) fn load(config: &EngineConfig) -> Result<Loaded> {
         core,
         info,
         tokenizer,
+        grammars,
     })
 }
 

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use pagoda_engine::{CacheSalt, FinishReason, SamplingParams, TenantKey};
+use pagoda_structured::Constraint;
 
 #[derive(Debug, Clone)]
 pub struct GenerateRequest {
@@ -16,6 +17,9 @@ pub struct GenerateRequest {
     /// running slots fairly between tenants. `None` is the anonymous tenant, one group.
     pub tenant: Option<TenantKey>,
     pub skip_special_tokens: bool,
+    /// What the output must match (compiled by `EngineHandle::grammars`); every choice starts
+    /// from its own copy.
+    pub constraint: Option<Constraint>,
 }
 
 impl GenerateRequest {
@@ -27,6 +31,7 @@ impl GenerateRequest {
             cache_salt: None,
             tenant: None,
             skip_special_tokens: true,
+            constraint: None,
         }
     }
 }

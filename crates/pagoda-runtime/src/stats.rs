@@ -19,6 +19,10 @@ pub struct EngineStats {
     pub forward_time_total: Duration,
     /// Time spent scheduling and updating (the pure core's share of each step).
     pub scheduler_time_total: Duration,
+    /// Token masks computed for constrained outputs, and the time they took (on a worker,
+    /// alongside the forward pass).
+    pub constraint_masks_total: u64,
+    pub constraint_mask_time_total: Duration,
 }
 
 impl EngineStats {

@@ -13,7 +13,7 @@ pub mod grammars;
 pub mod spec;
 mod vocab;
 
-pub use constraint::Constraint;
+pub use constraint::{Constraint, TokenMask};
 pub use error::{Result, StructuredError};
 pub use grammars::Grammars;
 pub use spec::ConstraintSpec;

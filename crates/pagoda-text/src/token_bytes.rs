@@ -88,7 +88,10 @@ fn spelling(inner: &tokenizers::Tokenizer) -> Result<Spelling> {
     collect_decoders(&decoder, &mut types, &mut space);
     if types.iter().any(|t| t == "ByteLevel") {
         Ok(Spelling::ByteLevel)
-    } else if types.iter().any(|t| t == "ByteFallback" || t == "Metaspace") {
+    } else if types
+        .iter()
+        .any(|t| t == "ByteFallback" || t == "Metaspace")
+    {
         Ok(Spelling::ByteFallback(space))
     } else {
         Err(TextError::Tokenize(format!(
@@ -174,7 +177,10 @@ mod tests {
             }
         }
         let decoded = tok.decode(&ids, false).unwrap();
-        assert_eq!(String::from_utf8(bytes).unwrap().trim_start(), decoded.trim_start());
+        assert_eq!(
+            String::from_utf8(bytes).unwrap().trim_start(),
+            decoded.trim_start()
+        );
     }
 
     #[test]
@@ -183,7 +189,10 @@ mod tests {
         check_round_trip(&tok, "{\"a\": [1, 2.5e3]}\n\tnaïve 東京 ✓");
         let texts = tok.token_texts().unwrap();
         let eos = tok.token_to_id("<|endoftext|>").unwrap();
-        assert_eq!(texts[eos as usize], Some(TokenText::Special("<|endoftext|>".into())));
+        assert_eq!(
+            texts[eos as usize],
+            Some(TokenText::Special("<|endoftext|>".into()))
+        );
         // Every single byte is some token's whole spelling.
         for b in 0..=255u8 {
             assert!(texts.contains(&Some(TokenText::Bytes(vec![b]))), "byte {b}");

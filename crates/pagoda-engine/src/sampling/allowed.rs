@@ -28,12 +28,10 @@ impl<'a> AllowedTokens<'a> {
 
     /// Masks every token it does not allow.
     pub(super) fn apply(&self, logits: &mut [f32]) {
-        for (chunk, word) in logits.chunks_mut(32).zip(
-            self.words
-                .iter()
-                .copied()
-                .chain(std::iter::repeat(0)),
-        ) {
+        for (chunk, word) in logits
+            .chunks_mut(32)
+            .zip(self.words.iter().copied().chain(std::iter::repeat(0)))
+        {
             if word == u32::MAX {
                 continue;
             }

@@ -148,6 +148,11 @@ impl Scheduler {
         Some(sampler.sample(logits, input))
     }
 
+    /// The model's end-of-sequence tokens.
+    pub fn eos_token_ids(&self) -> &[TokenId] {
+        self.stop.eos_token_ids()
+    }
+
     pub fn config(&self) -> &SchedulerConfig {
         &self.config
     }
