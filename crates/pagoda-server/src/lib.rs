@@ -33,6 +33,7 @@ mod server;
 mod settings;
 mod sse;
 mod state;
+mod structured;
 mod wire;
 
 pub use args::{parse_byte_size, parse_duration, ServeArgs};

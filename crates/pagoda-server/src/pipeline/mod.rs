@@ -23,6 +23,7 @@ use crate::generate::{self, Tracked};
 use crate::guard::Guarded;
 use crate::ids::{new_id, unix_now};
 use crate::state::AppState;
+use crate::structured;
 use crate::wire::request::parse_json;
 
 pub use validate::Endpoint;
@@ -74,16 +75,20 @@ pub async fn run(
     let work_state = state.clone();
     let work_caller = caller.clone();
     let response_id = meta.id.clone();
-    let (request, prepared) = state
+    let (request, prepared, constraint) = state
         .run_blocking(move || {
             let state = work_state;
             let loaded = state.ready()?;
             let json = parse_json(&body)?;
             let validate::ValidRequest { input, params } =
                 validate::validate(&json, endpoint, state.limits(), loaded.engine.info().into())?;
+            let requested = structured::requested(&json)?;
             drop(json);
             state.check_model(params.model.as_deref())?;
             gateway::precheck(&state, work_caller.as_ref(), params.sequences())?;
+            let constraint = requested
+                .map(|r| structured::compile(&loaded.engine, &r))
+                .transpose()?;
             let prepared = prepare::prepare(
                 loaded,
                 state.guard(),
@@ -105,7 +110,7 @@ pub async fn run(
                     "logprobs are not available while output guardrails apply to this request",
                 ));
             }
-            Ok((params, prepared))
+            Ok((params, prepared, constraint))
         })
         .await?;
     tracing::debug!(
@@ -138,6 +143,7 @@ pub async fn run(
             cache_salt: None,
             tenant: None,
             skip_special_tokens: request.skip_special_tokens,
+            constraint: constraint.clone(),
         });
     }
     let ticket = gateway::admit(
