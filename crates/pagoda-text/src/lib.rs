@@ -4,8 +4,10 @@ pub mod chat_template;
 pub mod detokenizer;
 pub mod error;
 pub mod gguf;
+pub mod reasoning;
 pub mod token_bytes;
 pub mod tokenizer;
+pub mod tool_calls;
 
 pub use detokenizer::{IncrementalDetokenizer, MAX_HELD_TOKENS};
 pub use error::{Result, TextError};
