@@ -35,7 +35,7 @@ pub use gateway::{
 };
 pub use ids::{EventId, KeyId, RequestId, TenantId};
 pub use keys::{KeyRecord, KeyStore};
-pub use policy::{Budget, Policy, PolicyStore, TenantPolicy};
+pub use policy::{allows_tool, Budget, Policy, PolicyStore, TenantPolicy};
 pub use pricing::{ModelPrice, TokenUsage};
 pub use secret::ApiKey;
 pub use sink::{Sink, SinkSpec};

@@ -52,6 +52,8 @@ struct PolicyFields {
     cache_group: Option<String>,
     admin: Option<bool>,
     budget: Option<Budget>,
+    tools: Option<Vec<String>>,
+    tool_arguments: Option<BTreeMap<String, serde_json::Value>>,
 }
 
 impl PolicyFields {
@@ -67,6 +69,8 @@ impl PolicyFields {
             cache_group: self.cache_group.or_else(|| base.cache_group.clone()),
             admin: self.admin.or(base.admin),
             budget: self.budget.or_else(|| base.budget.clone()),
+            tools: self.tools.or_else(|| base.tools.clone()),
+            tool_arguments: self.tool_arguments.or_else(|| base.tool_arguments.clone()),
         }
     }
 }
@@ -87,6 +91,12 @@ pub struct TenantPolicy {
     pub cache_group: Option<String>,
     pub admin: bool,
     pub budget: Option<Budget>,
+    /// The functions the tenant may offer a model, as names or glob patterns (`*`, `?`);
+    /// `None`: any.
+    pub tools: Option<Vec<String>>,
+    /// Per function, a JSON schema its arguments must also match (narrowing the one the
+    /// request declares, e.g. to allowed URL hosts).
+    pub tool_arguments: BTreeMap<String, serde_json::Value>,
 }
 
 impl TenantPolicy {
@@ -95,6 +105,39 @@ impl TenantPolicy {
             .as_ref()
             .is_none_or(|m| m.iter().any(|n| n == model || n == "*"))
     }
+
+    pub fn allows_tool(&self, name: &str) -> bool {
+        allows_tool(self.tools.as_deref(), name)
+    }
+}
+
+/// Whether a tool scope (name patterns; `None`: any) allows function `name`.
+pub fn allows_tool(patterns: Option<&[String]>, name: &str) -> bool {
+    patterns.is_none_or(|patterns| patterns.iter().any(|p| glob_matches(p, name)))
+}
+
+/// `*` matches any run of characters, `?` any one; everything else itself.
+fn glob_matches(pattern: &str, name: &str) -> bool {
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    // Classic two-pointer matching with backtracking to the last `*`.
+    let (mut i, mut j) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while j < n.len() {
+        if i < p.len() && (p[i] == '?' || p[i] == n[j]) {
+            i += 1;
+            j += 1;
+        } else if i < p.len() && p[i] == '*' {
+            star = Some((i, j));
+            i += 1;
+        } else if let Some((si, sj)) = star {
+            i = si + 1;
+            j = sj + 1;
+            star = Some((si, sj + 1));
+        } else {
+            return false;
+        }
+    }
+    p[i..].iter().all(|&c| c == '*')
 }
 
 #[derive(Debug, Deserialize)]
@@ -167,6 +210,8 @@ impl Policy {
                 cache_group: fields.cache_group,
                 admin: fields.admin.unwrap_or(false),
                 budget: fields.budget,
+                tools: fields.tools,
+                tool_arguments: fields.tool_arguments.unwrap_or_default(),
             })
         };
         let defaults = resolve("[defaults]", file.defaults.clone())?;
@@ -356,5 +401,58 @@ models = ["*"]
         std::fs::write(&path, "[tenants.a\n").unwrap();
         assert!(store.reload_if_changed().is_err());
         assert_eq!(store.current().tenant(&a).max_tokens, Some(7));
+    }
+}
+
+#[cfg(test)]
+mod tool_scope_tests {
+    use super::*;
+
+    #[test]
+    fn tool_scopes_take_globs_and_narrowing_schemas() {
+        let policy = Policy::from_toml(
+            r#"
+[defaults]
+tools = ["search", "get_*"]
+[tenants.agent]
+tools = ["fetch_url", "calc?"]
+[tenants.agent.tool_arguments.fetch_url]
+properties = { url = { type = "string", pattern = "^https://docs\\.example\\.com/" } }
+required = ["url"]
+[tenants.open]
+"#,
+        )
+        .unwrap();
+        let defaults = policy.tenant(&TenantId::new("anyone"));
+        assert!(defaults.allows_tool("search") && defaults.allows_tool("get_weather"));
+        assert!(!defaults.allows_tool("searchx") && !defaults.allows_tool("fetch_url"));
+        let agent = policy.tenant(&TenantId::new("agent"));
+        assert!(agent.allows_tool("fetch_url") && agent.allows_tool("calc1"));
+        assert!(!agent.allows_tool("calc") && !agent.allows_tool("calc12"));
+        assert_eq!(
+            agent.tool_arguments["fetch_url"]["properties"]["url"]["pattern"],
+            "^https://docs\\.example\\.com/"
+        );
+        // A section without `tools` inherits the defaults' list.
+        assert!(!policy
+            .tenant(&TenantId::new("open"))
+            .allows_tool("fetch_url"));
+        assert!(Policy::default()
+            .tenant(&TenantId::new("x"))
+            .allows_tool("anything"));
+    }
+
+    #[test]
+    fn globs_match_whole_names() {
+        for (p, n, m) in [
+            ("*", "", true),
+            ("a*c", "abbbc", true),
+            ("a*c", "abcd", false),
+            ("*_x", "a_b_x", true),
+            ("?", "", false),
+            ("a?*", "ab", true),
+        ] {
+            assert_eq!(glob_matches(p, n), m, "{p} {n}");
+        }
     }
 }

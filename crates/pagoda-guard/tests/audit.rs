@@ -30,6 +30,7 @@ fn event(i: usize) -> AuditEvent {
         canary_leaked: false,
         prompt_leaked: false,
         incomplete: false,
+        tool_calls_refused: Vec::new(),
     }
 }
 

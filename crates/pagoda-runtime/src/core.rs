@@ -363,12 +363,13 @@ impl EngineCore {
     fn return_constraints(
         &mut self,
         lent: Vec<(RequestId, Constraint)>,
-        masks: Option<Result<(Vec<Result<TokenMask, String>>, Duration), String>>,
+        masks: Option<Result<(Vec<Result<Option<TokenMask>, String>>, Duration), String>>,
     ) -> HashMap<RequestId, Result<TokenMask, String>> {
-        let masks: Vec<Result<TokenMask, String>> = match masks {
+        let masks: Vec<Result<Option<TokenMask>, String>> = match masks {
             None => return HashMap::new(),
             Some(Ok((masks, took))) => {
-                self.stats.constraint_masks_total += masks.len() as u64;
+                self.stats.constraint_masks_total +=
+                    masks.iter().filter(|m| !matches!(m, Ok(None))).count() as u64;
                 self.stats.constraint_mask_time_total += took;
                 masks
             }
@@ -379,7 +380,15 @@ impl EngineCore {
             if let Some(active) = self.active.get_mut(&id) {
                 active.constraint = Some(constraint);
             }
-            out.insert(id, mask);
+            match mask {
+                Ok(None) => {}
+                Ok(Some(mask)) => {
+                    out.insert(id, Ok(mask));
+                }
+                Err(message) => {
+                    out.insert(id, Err(message));
+                }
+            }
         }
         out
     }
@@ -396,7 +405,7 @@ impl EngineCore {
         };
         if eos {
             // The mask allows end-of-sequence only where the output is complete.
-            active.constraint_done = true;
+            active.constraint_done = constraint.is_active();
             return Ok(());
         }
         constraint.advance(token).map_err(|e| e.to_string())?;
@@ -680,12 +689,12 @@ fn timings(active: &ActiveRequest) -> Timings {
 /// could not continue), and how long they took together.
 fn compute_masks(
     lent: &mut [(RequestId, Constraint)],
-) -> (Vec<Result<TokenMask, String>>, Duration) {
+) -> (Vec<Result<Option<TokenMask>, String>>, Duration) {
     let start = Instant::now();
     let masks = lent
         .iter_mut()
         .map(|(_, constraint)| match constraint.mask() {
-            Ok(mask) if mask.num_allowed() == 0 => {
+            Ok(Some(mask)) if mask.num_allowed() == 0 => {
                 Err("the output constraint allows no next token".to_string())
             }
             Ok(mask) => Ok(mask),

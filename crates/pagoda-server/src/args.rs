@@ -25,6 +25,14 @@ pub struct ServeArgs {
     /// Jinja chat template file (or inline template) replacing the model's own.
     #[arg(long, env = "PAGODA_CHAT_TEMPLATE")]
     pub chat_template: Option<String>,
+    /// How the model writes tool calls: hermes (Qwen2.5, Qwen3, Hermes), llama3_json,
+    /// mistral, none, or auto (from the chat template's markers) [default: auto].
+    #[arg(long, env = "PAGODA_TOOL_CALL_PARSER")]
+    pub tool_call_parser: Option<String>,
+    /// Split a reasoning model's `<think>` text into `reasoning_content`: qwen3 or
+    /// deepseek_r1 [default: off].
+    #[arg(long, env = "PAGODA_REASONING_PARSER")]
+    pub reasoning_parser: Option<String>,
     /// Weights: auto (the directory's safetensors) or dummy (seeded random) [default: auto].
     #[arg(long, env = "PAGODA_LOAD_FORMAT")]
     pub load_format: Option<String>,

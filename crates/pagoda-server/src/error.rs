@@ -50,6 +50,9 @@ pub enum ApiError {
     /// The guardrail policy blocks these entity types (named, never their values): 400.
     #[error("the request contains data the policy does not allow: {}", .0.join(", "))]
     PiiDetected(Vec<&'static str>),
+    /// The tenant's tool scope does not allow offering this function: 403.
+    #[error("the function `{0}` is not allowed for this key")]
+    ToolForbidden(String),
     /// The guardrails judged the request a prompt injection: 400.
     #[error("the request was refused as a likely prompt injection")]
     PromptInjection,
@@ -70,6 +73,7 @@ impl ApiError {
             | ApiError::PiiDetected(_)
             | ApiError::PromptInjection => StatusCode::BAD_REQUEST,
             ApiError::ModelNotFound(_) | ApiError::RouteNotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::ToolForbidden(_) => StatusCode::FORBIDDEN,
             ApiError::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             ApiError::QueueFull { .. } | ApiError::TenantQueueFull { .. } => {
@@ -119,6 +123,11 @@ impl ApiError {
             ApiError::Unavailable(_) => ("service_unavailable", None, None),
             ApiError::Internal(_) => ("server_error", None, None),
             ApiError::PiiDetected(_) => ("invalid_request_error", Some("pii_detected"), None),
+            ApiError::ToolForbidden(_) => (
+                "permission_error",
+                Some("tool_not_allowed"),
+                Some("tools".into()),
+            ),
             ApiError::PromptInjection => (
                 "invalid_request_error",
                 Some("prompt_injection_detected"),

@@ -275,6 +275,7 @@ fn screen(
         canary_leaked: false,
         prompt_leaked: false,
         incomplete: false,
+        tool_calls_refused: Vec::new(),
     })?;
     match &guarded.screened.refusal {
         Some(Refusal::Pii(kinds)) => Err(ApiError::PiiDetected(
@@ -286,6 +287,34 @@ fn screen(
 }
 
 impl ServerGuard {
+    /// Records the tool calls of a response that were refused rather than returned; a log
+    /// that cannot be written fails the response.
+    pub fn audit_refused_tool_calls(
+        &self,
+        request_id: &str,
+        caller: Option<&Caller>,
+        names: Vec<String>,
+    ) -> Result<(), ApiError> {
+        let Some(log) = &self.audit else {
+            return Ok(());
+        };
+        log.append(AuditEvent {
+            request_id: request_id.to_string(),
+            tenant: tenant_of(caller).map(|t| t.0),
+            stage: Stage::Response,
+            decision: Decision::Block,
+            entities: Default::default(),
+            rules: Vec::new(),
+            injection_score: None,
+            canary_leaked: false,
+            prompt_leaked: false,
+            incomplete: false,
+            tool_calls_refused: names,
+        })
+        .map(|_| ())
+        .map_err(|e| ApiError::Internal(e.to_string()))
+    }
+
     /// The audit log's head, for anchoring.
     pub fn audit_head(&self) -> Option<(std::path::PathBuf, u64, String)> {
         let log = self.audit.as_ref()?;
@@ -359,6 +388,7 @@ impl Guarded {
             canary_leaked: leaked,
             prompt_leaked,
             incomplete,
+            tool_calls_refused: Vec::new(),
         };
         self.audit(event)
     }

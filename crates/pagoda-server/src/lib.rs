@@ -16,6 +16,7 @@
 
 mod args;
 mod audit_anchor;
+mod chat_output;
 mod error;
 mod gateway;
 mod generate;
@@ -34,10 +35,12 @@ mod settings;
 mod sse;
 mod state;
 mod structured;
+mod tools;
 mod wire;
 
 pub use args::{parse_byte_size, parse_duration, ServeArgs};
 pub use audit_anchor::log_name as audit_log_name;
+pub use chat_output::{ChatFeatures, ToolParser};
 pub use error::{ApiError, ServerError};
 pub use gateway::Caller;
 pub use guard::GuardSettings;

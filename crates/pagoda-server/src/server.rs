@@ -149,6 +149,7 @@ async fn run(settings: Settings) -> Result<(), ServerError> {
     tracing::info!(address = %listener.local_addr()?, model = %settings.model, "listening; loading the model");
     let state = AppState::with_limits(settings.served_model_names.clone(), settings.limits.clone());
     state.metrics().set_vllm_compat(settings.vllm_metrics);
+    state.set_chat_features(settings.chat_features);
     gateway::start(&state, settings.gateway.clone()).await?;
     start_guard(&state, settings.guard.as_ref())?;
     let anchoring = match (state.guard(), &settings.gateway) {

@@ -11,10 +11,13 @@ use pagoda_runtime::EngineConfig;
 use serde::Deserialize;
 
 use crate::args::{parse_byte_size, parse_duration, ServeArgs};
+use crate::chat_output::{ChatFeatures, ToolParser};
 use crate::error::ServerError;
 use crate::guard::GuardSettings;
 use crate::http::HttpLimits;
 use crate::limits::RequestLimits;
+use pagoda_text::reasoning::ReasoningFormat;
+use pagoda_text::tool_calls::ToolCallFormat;
 
 /// Everything `run_serve` needs, resolved and checked.
 #[derive(Debug, Clone)]
@@ -34,6 +37,8 @@ pub struct Settings {
     pub limits: RequestLimits,
     /// `--metrics-compat vllm`: the vLLM metric names as well.
     pub vllm_metrics: bool,
+    /// `--tool-call-parser` and `--reasoning-parser`.
+    pub chat_features: ChatFeatures,
     /// Connection deadlines and the connection cap.
     pub http: HttpLimits,
 }
@@ -47,6 +52,8 @@ struct FileSettings {
     port: Option<u16>,
     served_model_name: Option<NameList>,
     chat_template: Option<String>,
+    tool_call_parser: Option<String>,
+    reasoning_parser: Option<String>,
     load_format: Option<String>,
     dtype: Option<String>,
     kv_cache_memory: Option<Size>,
@@ -228,6 +235,31 @@ impl Settings {
                 ))
             }
         };
+        let chat_features = ChatFeatures {
+            tool_parser: match args.tool_call_parser.or(file.tool_call_parser).as_deref() {
+                None | Some("auto") => ToolParser::Detect,
+                Some("none") => ToolParser::Off,
+                Some(name) => ToolParser::Format(ToolCallFormat::parse(name).ok_or_else(|| {
+                    setting(
+                        "tool-call-parser",
+                        format!("`{name}` is not hermes, llama3_json, mistral, none or auto"),
+                    )
+                })?),
+            },
+            reasoning: args
+                .reasoning_parser
+                .or(file.reasoning_parser)
+                .filter(|name| name != "none")
+                .map(|name| {
+                    ReasoningFormat::parse(&name).ok_or_else(|| {
+                        setting(
+                            "reasoning-parser",
+                            format!("`{name}` is not qwen3, deepseek_r1 or none"),
+                        )
+                    })
+                })
+                .transpose()?,
+        };
         let guard = guard_settings(
             args.guard_config.or(file.guard_config),
             args.audit_log.or(file.audit_log),
@@ -248,6 +280,7 @@ impl Settings {
             guard,
             limits,
             vllm_metrics,
+            chat_features,
             http,
         })
     }

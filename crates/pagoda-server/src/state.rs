@@ -12,6 +12,7 @@ use pagoda_runtime::EngineHandle;
 use pagoda_text::chat_template::ChatTemplate;
 use tokio::sync::Semaphore;
 
+use crate::chat_output::ChatFeatures;
 use crate::error::{ApiError, ServerError};
 use crate::guard::ServerGuard;
 use crate::limits::RequestLimits;
@@ -39,6 +40,8 @@ struct Inner {
     /// Guardrail policies and the audit log; unset means no screening.
     guard: OnceLock<Arc<ServerGuard>>,
     limits: RequestLimits,
+    /// How chat outputs are split into reasoning, content and tool calls.
+    chat_features: OnceLock<ChatFeatures>,
     /// Permits to run request work (parsing, guard scans, rendering, tokenization) on the
     /// blocking pool: one per core, so that work never starves the I/O thread and never
     /// grows past the cores it can use.
@@ -66,6 +69,7 @@ impl AppState {
                 gateway: OnceLock::new(),
                 guard: OnceLock::new(),
                 limits,
+                chat_features: OnceLock::new(),
                 blocking: Semaphore::new(
                     std::thread::available_parallelism().map_or(2, |n| n.get().max(2)),
                 ),
@@ -108,6 +112,15 @@ impl AppState {
 
     pub fn guard(&self) -> Option<&Arc<ServerGuard>> {
         self.inner.guard.get()
+    }
+
+    /// Sets the tool-call and reasoning parsers; later calls are ignored.
+    pub fn set_chat_features(&self, features: ChatFeatures) {
+        let _ = self.inner.chat_features.set(features);
+    }
+
+    pub fn chat_features(&self) -> ChatFeatures {
+        self.inner.chat_features.get().copied().unwrap_or_default()
     }
 
     pub fn limits(&self) -> &RequestLimits {

@@ -10,6 +10,26 @@ use crate::error::{Result, StructuredError};
 pub struct Constraint {
     matcher: Matcher,
     kind: &'static str,
+    /// Applies only once the output has produced these tokens (the end of a reasoning
+    /// model's thinking); `None` once it applies.
+    deferred: Option<Trigger>,
+}
+
+#[derive(Clone, Debug)]
+struct Trigger {
+    tokens: Vec<u32>,
+    recent: Vec<u32>,
+}
+
+impl Trigger {
+    /// Whether `token` completes the trigger.
+    fn push(&mut self, token: u32) -> bool {
+        self.recent.push(token);
+        if self.recent.len() > self.tokens.len() {
+            self.recent.remove(0);
+        }
+        self.recent == self.tokens
+    }
 }
 
 impl Clone for Constraint {
@@ -17,6 +37,7 @@ impl Clone for Constraint {
         Constraint {
             matcher: self.matcher.deep_clone(),
             kind: self.kind,
+            deferred: self.deferred.clone(),
         }
     }
 }
@@ -26,6 +47,7 @@ impl std::fmt::Debug for Constraint {
         f.debug_struct("Constraint")
             .field("kind", &self.kind)
             .field("finished", &self.matcher.is_stopped())
+            .field("deferred", &self.deferred.is_some())
             .finish()
     }
 }
@@ -45,7 +67,26 @@ impl TokenMask {
 
 impl Constraint {
     pub(crate) fn new(matcher: Matcher, kind: &'static str) -> Self {
-        Constraint { matcher, kind }
+        Constraint {
+            matcher,
+            kind,
+            deferred: None,
+        }
+    }
+
+    /// The same constraint, applying only after the output has produced `trigger` (e.g. the
+    /// tokens of `</think>`); an empty trigger applies at once.
+    pub fn after(mut self, trigger: Vec<u32>) -> Self {
+        self.deferred = (!trigger.is_empty()).then(|| Trigger {
+            tokens: trigger,
+            recent: Vec::new(),
+        });
+        self
+    }
+
+    /// Whether it constrains the next token.
+    pub fn is_active(&self) -> bool {
+        self.deferred.is_none()
     }
 
     /// What kind of spec it came from (`json_schema`, `regex`, ...).
@@ -53,16 +94,26 @@ impl Constraint {
         self.kind
     }
 
-    /// The tokens that may come next: once the output is complete, only end-of-sequence.
-    pub fn mask(&mut self) -> Result<TokenMask> {
+    /// The tokens that may come next (once the output is complete, only end-of-sequence);
+    /// `None` while it does not apply yet.
+    pub fn mask(&mut self) -> Result<Option<TokenMask>> {
+        if !self.is_active() {
+            return Ok(None);
+        }
         self.matcher
             .compute_mask_or_eos()
-            .map(TokenMask)
+            .map(|m| Some(TokenMask(m)))
             .map_err(|e| StructuredError::Matcher(e.to_string()))
     }
 
     /// Moves past `token`, which the last mask allowed.
     pub fn advance(&mut self, token: u32) -> Result<()> {
+        if let Some(trigger) = self.deferred.as_mut() {
+            if trigger.push(token) {
+                self.deferred = None;
+            }
+            return Ok(());
+        }
         self.matcher
             .consume_token(token)
             .map_err(|e| StructuredError::Matcher(e.to_string()))
@@ -70,6 +121,6 @@ impl Constraint {
 
     /// Whether the output is complete and nothing more may follow.
     pub fn is_finished(&self) -> bool {
-        self.matcher.is_stopped()
+        self.is_active() && self.matcher.is_stopped()
     }
 }

@@ -39,7 +39,7 @@ fn walk(
     let mut rng = Rng(seed);
     let mut ids = Vec::new();
     for _ in 0..400 {
-        let mask = constraint.mask().unwrap();
+        let mask = constraint.mask().unwrap().unwrap();
         let words = mask.words();
         let allowed: Vec<u32> = (0..words.len() as u32 * 32)
             .filter(|&t| {
@@ -154,4 +154,41 @@ fn a_lark_grammar_constrains_too() {
             assert!(text.split(',').all(|i| i == "x" || i == "yy"), "{text:?}");
         }
     }
+}
+
+#[test]
+fn a_deferred_constraint_applies_after_its_trigger() {
+    let (_, grammars, _) = setup();
+    let spec = ConstraintSpec::Choice(vec!["yes".into()]);
+    let mut constraint = grammars.compile(&spec).unwrap().after(vec![7, 8]);
+    for token in [1, 7, 1, 7] {
+        assert!(constraint.mask().unwrap().is_none());
+        constraint.advance(token).unwrap();
+    }
+    constraint.advance(8).unwrap();
+    assert!(constraint.is_active());
+    let mask = constraint.mask().unwrap().unwrap();
+    assert!(mask.num_allowed() > 0 && mask.num_allowed() < 50);
+}
+
+/// A tenant's narrowing of a declared schema (`allOf`) is enforced, not just the declared one.
+#[test]
+fn all_of_narrowing_is_enforced() {
+    let (tok, grammars, eos) = setup();
+    let schema = json!({"allOf": [
+        {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"], "additionalProperties": false},
+        {"properties": {"url": {"type": "string", "pattern": "^https://docs\\.example\\.com/[a-z]{1,8}$"}}}
+    ]});
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let spec = ConstraintSpec::JsonSchema(schema);
+    let mut finished = 0;
+    for seed in 0..30 {
+        if let Some(text) = walk(&grammars, &tok, eos, &spec, seed) {
+            let value: Value =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+            assert!(validator.is_valid(&value), "{text}");
+            finished += 1;
+        }
+    }
+    assert!(finished >= 20, "{finished}");
 }

@@ -50,6 +50,7 @@ fn audit_verify_accepts_an_intact_log_and_names_the_tampered_line() {
             canary_leaked: false,
             prompt_leaked: false,
             incomplete: false,
+            tool_calls_refused: Vec::new(),
         })
         .unwrap();
     }

@@ -52,6 +52,10 @@ pub struct AuditEvent {
     /// The output recited the system prompt (absent when false, as in older records).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub prompt_leaked: bool,
+    /// Tool calls the model made that were not returned (out of the tenant's scope, not
+    /// offered, or arguments outside the narrowed schema), by function name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls_refused: Vec<String>,
 }
 
 /// An event as written: numbered, timed, chained.

@@ -17,6 +17,7 @@ use axum::body::Bytes;
 use pagoda_runtime::GenerateRequest;
 use pagoda_text::Tokenizer;
 
+use crate::chat_output::OutputPlan;
 use crate::error::ApiError;
 use crate::gateway::{self, Caller};
 use crate::generate::{self, Tracked};
@@ -24,7 +25,9 @@ use crate::guard::Guarded;
 use crate::ids::{new_id, unix_now};
 use crate::state::AppState;
 use crate::structured;
+use crate::tools::{ToolRequest, ToolScope};
 use crate::wire::request::parse_json;
+use pagoda_text::reasoning::{prompt_closes_thinking, THINK_END};
 
 pub use validate::Endpoint;
 
@@ -50,6 +53,9 @@ pub struct Submitted {
     pub stream: bool,
     pub include_usage: bool,
     pub tokenizer: Arc<Tokenizer>,
+    /// How each chat choice splits into reasoning, content and tool calls.
+    pub output: OutputPlan,
+    pub tool_audit: ToolAudit,
 }
 
 impl Submitted {
@@ -75,25 +81,35 @@ pub async fn run(
     let work_state = state.clone();
     let work_caller = caller.clone();
     let response_id = meta.id.clone();
-    let (request, prepared, constraint) = state
+    let work_response_id = response_id.clone();
+    let (request, prepared, constraint, output) = state
         .run_blocking(move || {
             let state = work_state;
             let loaded = state.ready()?;
             let json = parse_json(&body)?;
-            let validate::ValidRequest { input, params } =
+            let validate::ValidRequest { input, mut params } =
                 validate::validate(&json, endpoint, state.limits(), loaded.engine.info().into())?;
             let requested = structured::requested(&json)?;
+            let tools = match endpoint {
+                Endpoint::Chat => ToolRequest::read(&json)?,
+                Endpoint::Completions => None,
+            };
             drop(json);
             state.check_model(params.model.as_deref())?;
             gateway::precheck(&state, work_caller.as_ref(), params.sequences())?;
+            let scope = ToolScope::of(&state, work_caller.as_ref());
+            if let Some(tools) = &tools {
+                tools.check_scope(&scope)?;
+            }
+            let requested = constraint_source(requested, tools.as_ref(), &scope)?;
             let constraint = requested
                 .map(|r| structured::compile(&loaded.engine, &r))
                 .transpose()?;
-            let prepared = prepare::prepare(
+            let mut prepared = prepare::prepare(
                 loaded,
                 state.guard(),
                 work_caller.as_ref(),
-                &response_id,
+                &work_response_id,
                 input,
                 params.echo,
             )?;
@@ -110,7 +126,34 @@ pub async fn run(
                     "logprobs are not available while output guardrails apply to this request",
                 ));
             }
-            Ok((params, prepared, constraint))
+            let features = state.chat_features();
+            let reasoning = features.reasoning.filter(|_| endpoint == Endpoint::Chat);
+            let rendered = match endpoint {
+                // The chat prompt's text is only for where its thinking starts.
+                Endpoint::Chat => prepared.prompts.first_mut().and_then(|p| p.text.take()),
+                Endpoint::Completions => None,
+            }
+            .unwrap_or_default();
+            let template = loaded.chat_template.as_ref().map(|t| t.source());
+            let format = features.tool_format(template);
+            if tools.is_some() && format.is_some_and(|f| f.needs_special_tokens()) {
+                // The call marker is a special token.
+                params.skip_special_tokens = false;
+            }
+            let constraint = match (constraint, reasoning) {
+                // The answer is constrained, not the thinking before it.
+                (Some(c), Some(_)) if !prompt_closes_thinking(&rendered) => {
+                    let end = loaded
+                        .engine
+                        .tokenizer()
+                        .encode(THINK_END, false)
+                        .map_err(|e| ApiError::Internal(e.to_string()))?;
+                    Some(c.after(end))
+                }
+                (c, _) => c,
+            };
+            let output = OutputPlan::new(reasoning, &rendered, tools.as_ref(), format, &scope);
+            Ok((params, prepared, constraint, output))
         })
         .await?;
     tracing::debug!(
@@ -165,5 +208,54 @@ pub async fn run(
         stream: request.stream,
         include_usage: request.include_usage,
         tokenizer: loaded.engine.tokenizer().clone(),
+        output,
+        tool_audit: ToolAudit {
+            guard: state.guard().cloned(),
+            caller,
+            request_id: response_id,
+        },
     })
+}
+
+/// Where the output constraint comes from: `response_format` and friends, or a
+/// `tool_choice` that forces a call. Both at once is a 400.
+fn constraint_source(
+    requested: Option<structured::Requested>,
+    tools: Option<&ToolRequest>,
+    scope: &ToolScope,
+) -> Result<Option<structured::Requested>, ApiError> {
+    let forced = tools.and_then(|t| t.constraint(scope));
+    match (requested, forced) {
+        (Some(r), Some(_)) => Err(ApiError::invalid(
+            &r.param,
+            format!(
+                "`{}` and a forced `tool_choice` both constrain the output; give one",
+                r.param
+            ),
+        )),
+        (Some(r), None) => Ok(Some(r)),
+        (None, Some(spec)) => Ok(Some(structured::Requested {
+            spec,
+            param: "tool_choice".into(),
+        })),
+        (None, None) => Ok(None),
+    }
+}
+
+/// Writes the tool calls a response refused to the audit log.
+pub struct ToolAudit {
+    guard: Option<Arc<crate::guard::ServerGuard>>,
+    caller: Option<Caller>,
+    request_id: String,
+}
+
+impl ToolAudit {
+    pub fn record(&self, refused: Vec<String>) -> Result<(), ApiError> {
+        match (&self.guard, refused.is_empty()) {
+            (Some(guard), false) => {
+                guard.audit_refused_tool_calls(&self.request_id, self.caller.as_ref(), refused)
+            }
+            _ => Ok(()),
+        }
+    }
 }

@@ -44,9 +44,10 @@ pub fn prepare(
             )?;
             let token_ids = prompt::encode_chat(loaded, &text)?;
             Ok(Prepared {
+                // The rendered text says where a reasoning model's thinking starts.
                 prompts: vec![Prompt {
                     token_ids,
-                    text: None,
+                    text: Some(text),
                 }],
                 guarded,
             })

@@ -11,17 +11,19 @@ use futures_util::stream::{self, StreamExt};
 use pagoda_runtime::RequestOutput;
 use pagoda_text::Tokenizer;
 
+use crate::chat_output::{ChoiceParser, Piece};
 use crate::error::ApiError;
 use crate::gateway::Caller;
 use crate::generate::{self, Merged};
 use crate::guard::{self, StreamGuard};
 use crate::logprobs;
-use crate::pipeline::{self, Endpoint, ResponseMeta, Submitted};
+use crate::pipeline::{self, Endpoint, ResponseMeta, Submitted, ToolAudit};
 use crate::routes::read_body;
 use crate::sse;
 use crate::state::AppState;
 use crate::wire::response::{
-    AssistantMessage, ChatChoice, ChatChunk, ChatChunkChoice, ChatCompletion, Delta, UsageInfo,
+    AssistantMessage, ChatChoice, ChatChunk, ChatChunkChoice, ChatCompletion, Delta, FunctionCall,
+    FunctionDelta, ToolCall, ToolCallDelta, UsageInfo,
 };
 
 pub async fn handle(
@@ -42,23 +44,35 @@ pub async fn handle(
         n,
         logprobs,
         tokenizer,
+        output,
+        tool_audit,
         ..
     } = submitted;
     let (mut results, usage) = generate::collect(streams, n).await?;
     guard::filter_texts(guarded.as_ref(), results.iter_mut().map(|r| &mut r.text))?;
+    let mut refused = Vec::new();
     let choices = results
         .into_iter()
         .enumerate()
-        .map(|(index, r)| ChatChoice {
-            index,
-            logprobs: logprobs.map(|top| logprobs::chat(&tokenizer, &r.logprobs, top)),
-            message: AssistantMessage {
-                role: "assistant",
-                content: r.text,
-            },
-            finish_reason: r.finish_reason,
+        .map(|(index, r)| {
+            let mut parser = output.parser();
+            let mut pieces = parser.push(&r.text);
+            pieces.extend(parser.finish());
+            refused.extend_from_slice(parser.refused());
+            let message = assistant_message(pieces);
+            let finish_reason = match message.tool_calls.is_empty() {
+                true => r.finish_reason,
+                false => Some("tool_calls"),
+            };
+            ChatChoice {
+                index,
+                logprobs: logprobs.map(|top| logprobs::chat(&tokenizer, &r.logprobs, top)),
+                message,
+                finish_reason,
+            }
         })
         .collect();
+    tool_audit.record(refused)?;
     Ok(Json(ChatCompletion {
         id: meta.id,
         object: "chat.completion",
@@ -68,6 +82,73 @@ pub async fn handle(
         usage,
     })
     .into_response())
+}
+
+/// A whole choice's pieces as one message.
+fn assistant_message(pieces: Vec<Piece>) -> AssistantMessage {
+    let mut content = String::new();
+    let mut reasoning: Option<String> = None;
+    let mut tool_calls = Vec::new();
+    for piece in pieces {
+        match piece {
+            Piece::Content(text) => content.push_str(&text),
+            Piece::Reasoning(text) => reasoning.get_or_insert_default().push_str(&text),
+            Piece::Call(call) => tool_calls.push(ToolCall {
+                id: call.id,
+                kind: "function",
+                function: FunctionCall {
+                    name: call.name,
+                    arguments: call.arguments,
+                },
+            }),
+        }
+    }
+    AssistantMessage {
+        role: "assistant",
+        content: (tool_calls.is_empty() || !content.trim().is_empty()).then_some(content),
+        reasoning_content: reasoning,
+        tool_calls,
+    }
+}
+
+/// A piece as the deltas OpenAI streams: a call is its header, then its arguments.
+fn deltas(piece: Piece) -> Vec<Delta> {
+    match piece {
+        Piece::Content(text) => vec![Delta {
+            content: Some(text),
+            ..Delta::default()
+        }],
+        Piece::Reasoning(text) => vec![Delta {
+            reasoning_content: Some(text),
+            ..Delta::default()
+        }],
+        Piece::Call(call) => vec![
+            Delta {
+                tool_calls: Some(vec![ToolCallDelta {
+                    index: call.index,
+                    id: Some(call.id),
+                    kind: Some("function"),
+                    function: FunctionDelta {
+                        name: Some(call.name),
+                        arguments: String::new(),
+                    },
+                }]),
+                ..Delta::default()
+            },
+            Delta {
+                tool_calls: Some(vec![ToolCallDelta {
+                    index: call.index,
+                    id: None,
+                    kind: None,
+                    function: FunctionDelta {
+                        name: None,
+                        arguments: call.arguments,
+                    },
+                }]),
+                ..Delta::default()
+            },
+        ],
+    }
 }
 
 enum Phase {
@@ -87,6 +168,11 @@ struct ChatStream {
     include_usage: bool,
     usage: UsageInfo,
     phase: Phase,
+    parsers: Vec<ChoiceParser>,
+    /// Whether each choice issued a tool call (its finish reason is then `tool_calls`).
+    called: Vec<bool>,
+    tool_audit: ToolAudit,
+    refused: Vec<String>,
 }
 
 impl ChatStream {
@@ -100,6 +186,10 @@ impl ChatStream {
             include_usage: s.include_usage,
             usage: UsageInfo::default(),
             phase: Phase::Roles,
+            parsers: (0..s.n).map(|_| s.output.parser()).collect(),
+            called: vec![false; s.n],
+            tool_audit: s.tool_audit,
+            refused: Vec::new(),
             meta: s.meta,
         }
     }
@@ -123,6 +213,7 @@ impl ChatStream {
                         delta: Delta {
                             role: Some("assistant"),
                             content: Some(String::new()),
+                            ..Delta::default()
                         },
                         logprobs: None,
                         finish_reason: None,
@@ -143,6 +234,10 @@ impl ChatStream {
                     }
                     None => {
                         self.phase = Phase::Done;
+                        if let Err(err) = self.tool_audit.record(std::mem::take(&mut self.refused))
+                        {
+                            return Some(error_frames(err));
+                        }
                         let mut out = Vec::new();
                         if self.include_usage {
                             out.extend_from_slice(&self.chunk(Vec::new(), Some(self.usage)));
@@ -168,20 +263,46 @@ impl ChatStream {
             }
             _ => None,
         };
-        let finish_reason = out.finished.as_ref().map(|d| d.finish_reason.as_str());
-        if out.text.is_empty() && logprobs.is_none() && finish_reason.is_none() {
+        let finished = out.finished.is_some();
+        let index = out.index;
+        let Some(parser) = self.parsers.get_mut(index) else {
             return None;
-        }
-        let choice = ChatChunkChoice {
-            index: out.index,
-            delta: Delta {
-                role: None,
-                content: (!out.text.is_empty() || finish_reason.is_none()).then_some(out.text),
-            },
-            logprobs,
-            finish_reason,
         };
-        Some(self.chunk(vec![choice], None))
+        let mut pieces = parser.push(&out.text);
+        if finished {
+            pieces.extend(parser.finish());
+            self.refused.extend_from_slice(parser.refused());
+        }
+        let mut deltas: Vec<Delta> = pieces.into_iter().flat_map(deltas).collect();
+        if deltas.iter().any(|d| d.tool_calls.is_some()) {
+            self.called[index] = true;
+        }
+        let finish_reason = out.finished.as_ref().map(|d| match self.called[index] {
+            true => "tool_calls",
+            false => d.finish_reason.as_str(),
+        });
+        if deltas.is_empty() {
+            if logprobs.is_none() && finish_reason.is_none() {
+                return None;
+            }
+            deltas.push(Delta {
+                content: finish_reason.is_none().then(String::new),
+                ..Delta::default()
+            });
+        }
+        let last = deltas.len() - 1;
+        let mut logprobs = logprobs;
+        let mut frames = Vec::new();
+        for (i, delta) in deltas.into_iter().enumerate() {
+            let choice = ChatChunkChoice {
+                index,
+                delta,
+                logprobs: logprobs.take(),
+                finish_reason: if i == last { finish_reason } else { None },
+            };
+            frames.extend_from_slice(&self.chunk(vec![choice], None));
+        }
+        Some(Bytes::from(frames))
     }
 
     fn chunk(&self, choices: Vec<ChatChunkChoice>, usage: Option<UsageInfo>) -> Bytes {

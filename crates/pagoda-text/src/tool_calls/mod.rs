@@ -14,7 +14,7 @@ mod json_call;
 mod llama3;
 mod mistral;
 
-pub use json_call::ToolCall;
+pub use json_call::{from_value as call_from_value, ToolCall};
 
 /// Which format the model writes its calls in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
