@@ -432,6 +432,50 @@ mod tests {
     }
 
     #[test]
+    fn the_format_is_detected_from_real_chat_templates() {
+        let dir = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../testdata/chat_templates/templates/"
+        );
+        let detect = ChatFeatures::default();
+        for (file, format) in [
+            (
+                "Qwen-Qwen2.5-7B-Instruct.jinja",
+                Some(ToolCallFormat::Hermes),
+            ),
+            ("Qwen-Qwen3-0.6B.jinja", Some(ToolCallFormat::Hermes)),
+            (
+                "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja",
+                Some(ToolCallFormat::Hermes),
+            ),
+            (
+                "meta-llama-Llama-3.1-8B-Instruct.jinja",
+                Some(ToolCallFormat::Llama3Json),
+            ),
+            (
+                "meta-llama-Llama-3.2-3B-Instruct.jinja",
+                Some(ToolCallFormat::Llama3Json),
+            ),
+            (
+                "mistralai-Mistral-Nemo-Instruct-2407.jinja",
+                Some(ToolCallFormat::Mistral),
+            ),
+            (
+                "Mistral-Small-3.2-24B-Instruct-2506.jinja",
+                Some(ToolCallFormat::Mistral),
+            ),
+        ] {
+            let source = std::fs::read_to_string(format!("{dir}{file}")).unwrap();
+            assert_eq!(detect.tool_format(Some(&source)), format, "{file}");
+        }
+        let off = ChatFeatures {
+            tool_parser: ToolParser::Off,
+            reasoning: None,
+        };
+        assert_eq!(off.tool_format(Some("<tool_call>")), None);
+    }
+
+    #[test]
     fn tool_choice_none_or_no_format_is_plain_content() {
         let text = "<tool_call>{\"name\": \"get_weather\", \"arguments\": {}}</tool_call>";
         let none = request(json!("none"), true);

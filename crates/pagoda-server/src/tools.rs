@@ -159,7 +159,13 @@ impl ToolRequest {
                         })
                     })
                     .collect();
-                let mut list = json!({"type": "array", "items": {"anyOf": calls}, "minItems": 1});
+                let mut list = json!({
+                    "type": "array",
+                    "items": {"anyOf": calls},
+                    "minItems": 1,
+                    // Our own format, not the model's: no room for runs of white space.
+                    "x-guidance": {"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "},
+                });
                 if !self.parallel {
                     list["maxItems"] = json!(1);
                 }

@@ -32,10 +32,25 @@ impl ReasoningFormat {
 pub const THINK_START: &str = "<think>";
 pub const THINK_END: &str = "</think>";
 
-/// Where a rendered prompt leaves the model.
+/// How far back from the end of a rendered prompt a template's own thinking tags sit
+/// (`<think>\n` after DeepSeek-R1's generation prompt, `<think>\n\n</think>\n\n` after
+/// Qwen3's with thinking off). Tags further back are in messages, and say nothing about
+/// where the output starts.
+const PROMPT_TAIL: usize = 32;
+
+fn tail(prompt: &str) -> &str {
+    let start = prompt.len().saturating_sub(PROMPT_TAIL);
+    let start = (start..=prompt.len())
+        .find(|&i| prompt.is_char_boundary(i))
+        .unwrap_or(prompt.len());
+    &prompt[start..]
+}
+
+/// Whether a rendered prompt leaves the model inside an opened `<think>`.
 pub fn prompt_opens_thinking(prompt: &str) -> bool {
+    let tail = tail(prompt);
     matches!(
-        (prompt.rfind(THINK_START), prompt.rfind(THINK_END)),
+        (tail.rfind(THINK_START), tail.rfind(THINK_END)),
         (Some(open), close) if close.is_none_or(|c| c < open)
     )
 }
@@ -43,11 +58,11 @@ pub fn prompt_opens_thinking(prompt: &str) -> bool {
 /// Whether a rendered prompt already closed the thinking (Qwen3 with `enable_thinking:
 /// false` renders an empty `<think></think>` after the generation prompt).
 pub fn prompt_closes_thinking(prompt: &str) -> bool {
-    let tail_start = prompt.len().saturating_sub(THINK_END.len() + 8);
-    let tail_start = (tail_start..=prompt.len())
-        .find(|&i| prompt.is_char_boundary(i))
-        .unwrap_or(prompt.len());
-    prompt[tail_start..].contains(THINK_END)
+    let tail = tail(prompt);
+    matches!(
+        (tail.rfind(THINK_START), tail.rfind(THINK_END)),
+        (open, Some(close)) if open.is_none_or(|o| o < close)
+    )
 }
 
 /// Pieces of one output, split.
@@ -266,6 +281,18 @@ mod tests {
             split(ReasoningFormat::DeepSeekR1, "", "never closed"),
             ("never closed".into(), "".into())
         );
+    }
+
+    #[test]
+    fn only_the_prompts_tail_says_where_the_output_starts() {
+        let user_wrote_tags = "<|im_start|>user\n<think>sneaky</think> or <think> open<|im_end|>\n<|im_start|>assistant\n";
+        assert!(
+            !prompt_opens_thinking(user_wrote_tags) && !prompt_closes_thinking(user_wrote_tags)
+        );
+        assert!(prompt_opens_thinking("...<｜Assistant｜><think>\n"));
+        assert!(prompt_closes_thinking(
+            "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+        ));
     }
 
     #[test]
