@@ -18,7 +18,9 @@ use pagoda_text::{IncrementalDetokenizer, Tokenizer};
 use crate::error::Result;
 use crate::output_channel::OutputSender;
 use crate::pending::PendingSlot;
-use crate::request::{Completion, GenerateRequest, RequestOutput, Timings, TokenLogprob, Usage};
+use crate::request::{
+    Completion, FailureCause, GenerateRequest, RequestOutput, Timings, TokenLogprob, Usage,
+};
 use crate::stats::EngineStats;
 
 /// Per-choice state that lives outside the scheduler: where its output goes and the text side.
@@ -48,6 +50,8 @@ struct ActiveRequest {
     constraint: Option<Constraint>,
     /// The constraint is complete: the output ends now.
     constraint_done: bool,
+    /// Set before the request is failed for a reason that is the client's.
+    failure_cause: FailureCause,
 }
 
 impl ActiveRequest {
@@ -217,6 +221,7 @@ impl EngineCore {
                     pending: pending.next(),
                     constraint: constraint.clone(),
                     constraint_done: false,
+                    failure_cause: FailureCause::Internal,
                 },
             );
         }
@@ -310,6 +315,7 @@ impl EngineCore {
                 None => None,
                 Some(Ok(mask)) => Some(mask),
                 Some(Err(message)) => {
+                    self.blame_constraint(id);
                     num_failed += usize::from(self.fail(id, message));
                     continue;
                 }
@@ -325,6 +331,7 @@ impl EngineCore {
                 }
             };
             if let Err(message) = self.advance_constraint(id, token.token) {
+                self.blame_constraint(id);
                 num_failed += usize::from(self.fail(id, &message));
                 continue;
             }
@@ -391,6 +398,13 @@ impl EngineCore {
             }
         }
         out
+    }
+
+    /// The next failure of `id` is its constraint's (its grammar hit llguidance's limits).
+    fn blame_constraint(&mut self, id: RequestId) {
+        if let Some(active) = self.active.get_mut(&id) {
+            active.failure_cause = FailureCause::Constraint;
+        }
     }
 
     /// Tells `id`'s constraint the token it sampled; an end-of-sequence token, or a token
@@ -639,6 +653,7 @@ impl EngineCore {
 }
 
 fn completion(active: &ActiveRequest, done: &FinishedRequest, error: Option<String>) -> Completion {
+    let cause = active.failure_cause;
     let usage = Usage {
         prompt_tokens: done.num_prompt_tokens,
         cached_tokens: done.num_cached_tokens,
@@ -649,6 +664,7 @@ fn completion(active: &ActiveRequest, done: &FinishedRequest, error: Option<Stri
         usage,
         timings: timings(active),
         error,
+        cause,
     }
 }
 
@@ -669,6 +685,7 @@ fn aborted(active: &ActiveRequest, error: Option<String>) -> Completion {
         },
         timings: timings(active),
         error,
+        cause: active.failure_cause,
     }
 }
 

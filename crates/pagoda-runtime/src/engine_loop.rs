@@ -162,6 +162,7 @@ fn refuse(sender: &OutputSender, n: usize, error: &str) {
             usage: Default::default(),
             timings: Default::default(),
             error: Some(error.to_string()),
+            cause: Default::default(),
         };
         sender.send(RequestOutput::last(index, completion));
     }

@@ -95,6 +95,7 @@ impl RequestStream {
             usage: Default::default(),
             timings: Default::default(),
             error: Some(ENGINE_GONE.to_string()),
+            cause: Default::default(),
         };
         Some(RequestOutput::last(index, completion))
     }
@@ -284,6 +285,7 @@ mod tests {
             usage: Usage::default(),
             timings: Default::default(),
             error: None,
+            cause: Default::default(),
         };
         RequestOutput::last(index, completion)
     }

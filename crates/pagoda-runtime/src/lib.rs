@@ -27,7 +27,9 @@ pub use faults::FaultInjection;
 pub use handle::{start, EngineHandle, RequestStream};
 pub use load::ModelInfo;
 pub use model_source::resolve_model;
-pub use request::{Completion, GenerateRequest, RequestOutput, Timings, TokenLogprob, Usage};
+pub use request::{
+    Completion, FailureCause, GenerateRequest, RequestOutput, Timings, TokenLogprob, Usage,
+};
 pub use stats::EngineStats;
 
 pub use pagoda_engine::{CacheSalt, FinishReason, SamplingParams, TenantKey};

@@ -74,6 +74,19 @@ pub struct Completion {
     pub timings: Timings,
     /// Set when the engine failed the request rather than finishing it.
     pub error: Option<String>,
+    /// Whose fault a failure was.
+    pub cause: FailureCause,
+}
+
+/// Why a request failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FailureCause {
+    /// The engine or a bug (the server answers 500).
+    #[default]
+    Internal,
+    /// The request's output constraint could not continue (a grammar that compiled but
+    /// exceeds llguidance's limits once generation starts): the client's to fix.
+    Constraint,
 }
 
 /// One message on a request's stream: new tokens of choice `index`, and on its last message

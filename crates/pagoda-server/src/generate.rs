@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures_util::stream::{self, select_all, SelectAll, Stream, StreamExt};
+use pagoda_runtime::FailureCause;
 use pagoda_runtime::{GenerateRequest, RequestOutput, RequestStream, TokenLogprob};
 
 use crate::error::ApiError;
@@ -125,8 +126,15 @@ pub fn add_usage(usage: &mut UsageInfo, out: &RequestOutput) {
 
 /// The engine failed this choice (a bug, not bad input).
 pub fn engine_failure(out: &RequestOutput) -> Option<ApiError> {
-    let error = out.finished.as_ref()?.error.as_ref()?;
-    Some(ApiError::Internal(error.clone()))
+    let done = out.finished.as_ref()?;
+    let error = done.error.as_ref()?;
+    Some(match done.cause {
+        FailureCause::Internal => ApiError::Internal(error.clone()),
+        FailureCause::Constraint => ApiError::InvalidRequest {
+            message: format!("the output constraint cannot be followed: {error}"),
+            param: None,
+        },
+    })
 }
 
 /// Runs every prompt to the end; choices are ordered `prompt_index * n + index`.

@@ -507,6 +507,7 @@ mod tests {
                 usage: Usage::default(),
                 timings: Timings::default(),
                 error: None,
+                cause: Default::default(),
             }),
         }
     }

@@ -118,6 +118,49 @@ def check_regex_choice_grammar(client, model):
         assert obj.message.content.startswith("{")
 
 
+class GetWeather(BaseModel):
+    city: str = Field(max_length=10)
+    unit: Literal["c", "f"]
+
+
+class FetchUrl(BaseModel):
+    url: str = Field(pattern=r"^https://[a-z]{1,8}\.example/$")
+
+
+def check_tool_calls(client, model):
+    tools = [openai.pydantic_function_tool(GetWeather), openai.pydantic_function_tool(FetchUrl)]
+    for seed in range(30):
+        done = client.chat.completions.parse(
+            model=model, messages=messages("Weather in Oslo?"), tools=tools, tool_choice="required",
+            parallel_tool_calls=False, temperature=1.0, seed=seed, max_tokens=200,
+        )
+        choice = done.choices[0]
+        assert choice.finish_reason == "tool_calls", (seed, choice)
+        (call,) = choice.message.tool_calls
+        assert call.id and call.type == "function"
+        assert isinstance(call.function.parsed_arguments, (GetWeather, FetchUrl)), call
+        assert type(call.function.parsed_arguments).__name__ == call.function.name
+    named = {"type": "function", "function": {"name": "FetchUrl"}}
+    for seed in range(10):
+        stream = client.chat.completions.create(
+            model=model, messages=messages("Fetch it."), tools=tools, tool_choice=named,
+            temperature=1.0, seed=seed, max_tokens=200, stream=True,
+        )
+        calls, finish = {}, None
+        for chunk in stream:
+            for c in chunk.choices:
+                finish = c.finish_reason or finish
+                for tc in c.delta.tool_calls or []:
+                    entry = calls.setdefault(tc.index, {"name": None, "arguments": ""})
+                    if tc.function.name:
+                        assert tc.id, "the first delta of a call carries its id"
+                        entry["name"] = tc.function.name
+                    entry["arguments"] += tc.function.arguments or ""
+        assert finish == "tool_calls", finish
+        assert [c["name"] for c in calls.values()] == ["FetchUrl"], calls
+        FetchUrl.model_validate_json(calls[0]["arguments"])
+
+
 def check_errors(client, model):
     bad = [
         ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "nope"}}}},
@@ -143,6 +186,7 @@ def main():
     check_parse_streamed(client, model)
     check_schemas_on_both_endpoints(client, model)
     check_regex_choice_grammar(client, model)
+    check_tool_calls(client, model)
     check_errors(client, model)
     print("structured outputs through the SDK: ok")
 
