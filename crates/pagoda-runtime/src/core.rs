@@ -339,7 +339,8 @@ impl EngineCore {
         }
         let update_start = Instant::now();
         let pairs: Vec<(RequestId, u32)> = sampled.iter().map(|(id, t)| (*id, t.token)).collect();
-        let finished = self.scheduler.update_from_output(&batch, &pairs);
+        let mut finished = self.scheduler.update_from_output(&batch, &pairs);
+        let forced = self.fast_forward(&sampled, &mut finished);
         scheduler_time += update_start.elapsed();
 
         let step_time = step_start.elapsed();
@@ -349,7 +350,7 @@ impl EngineCore {
                     .mul_f64(entry.num_new_tokens as f64 / batch.num_batched_tokens.max(1) as f64);
             }
         }
-        let num_finished = self.emit(sampled, finished) + num_failed;
+        let num_finished = self.emit(sampled, forced, finished) + num_failed;
         self.stats.steps_total += 1;
         self.stats.forward_time_total += forward_time;
         self.stats.scheduler_time_total += scheduler_time;
@@ -398,6 +399,45 @@ impl EngineCore {
             }
         }
         out
+    }
+
+    /// Appends the tokens each constrained request's grammar now forces (not for requests that
+    /// want logprobs: forced tokens have none). Returns them per request; requests that end
+    /// on them join `finished`.
+    fn fast_forward(
+        &mut self,
+        sampled: &[(RequestId, SampledToken)],
+        finished: &mut Vec<FinishedRequest>,
+    ) -> HashMap<RequestId, Vec<u32>> {
+        let mut forced = HashMap::new();
+        for (id, _) in sampled {
+            if finished.iter().any(|f| f.id == *id) {
+                continue;
+            }
+            let Some(active) = self.active.get_mut(id) else {
+                continue;
+            };
+            let Some(constraint) = active.constraint.as_mut() else {
+                continue;
+            };
+            if active.wants_logprobs || active.constraint_done {
+                continue;
+            }
+            let tokens = match constraint.fast_forward() {
+                Ok(tokens) if tokens.is_empty() => continue,
+                Ok(tokens) => tokens,
+                Err(e) => {
+                    self.blame_constraint(*id);
+                    self.fail(*id, &e.to_string());
+                    continue;
+                }
+            };
+            active.constraint_done = constraint.is_finished();
+            let (appended, done) = self.scheduler.append_forced(*id, &tokens);
+            forced.insert(*id, tokens[..appended].to_vec());
+            finished.extend(done);
+        }
+        forced
     }
 
     /// The next failure of `id` is its constraint's (its grammar hit llguidance's limits).
@@ -566,6 +606,7 @@ impl EngineCore {
     fn emit(
         &mut self,
         sampled: Vec<(RequestId, SampledToken)>,
+        mut forced: HashMap<RequestId, Vec<u32>>,
         finished: Vec<FinishedRequest>,
     ) -> usize {
         let mut finished: HashMap<RequestId, FinishedRequest> =
@@ -576,12 +617,14 @@ impl EngineCore {
             let Some(active) = self.active.get_mut(&id) else {
                 continue;
             };
-            self.stats.generation_tokens_total += 1;
-            active.num_output_tokens += 1;
+            let mut token_ids = vec![token.token];
+            token_ids.extend(forced.remove(&id).unwrap_or_default());
+            self.stats.generation_tokens_total += token_ids.len() as u64;
+            active.num_output_tokens += token_ids.len();
             active.first_token.get_or_insert(now);
             let delta = active
                 .detokenizer
-                .push(&self.tokenizer, &[token.token])
+                .push(&self.tokenizer, &token_ids)
                 .unwrap_or_default();
             let mut out = active.stops.push(&delta);
             if (out.stopped.is_some() || active.constraint_done) && !finished.contains_key(&id) {
@@ -616,7 +659,7 @@ impl EngineCore {
             };
             let output = RequestOutput {
                 index: active.index,
-                token_ids: vec![token.token],
+                token_ids,
                 text,
                 logprobs,
                 cached_tokens: active.cached_tokens,

@@ -238,3 +238,35 @@ fn n_choices_each_follow_the_constraint_and_preemption_keeps_its_state() {
     }
     wait_until_idle(&engine);
 }
+
+#[test]
+fn text_the_grammar_forces_is_appended_without_sampling() {
+    let engine = engine(|_| {});
+    let spec =
+        ConstraintSpec::Regex("The verdict, after careful review: (guilty|not guilty)\\.".into());
+    for seed in 0..5 {
+        let steps_before = engine.stats().steps_total;
+        let done = collect(engine.submit(constrained(&engine, &spec, seed)).unwrap());
+        let steps = engine.stats().steps_total - steps_before;
+        let text: String = done.outputs.iter().map(|o| o.text.as_str()).collect();
+        assert!(
+            text == "The verdict, after careful review: guilty."
+                || text == "The verdict, after careful review: not guilty.",
+            "{text:?}"
+        );
+        let tokens = done.completion(0).usage.completion_tokens;
+        assert_eq!(tokens, done.token_ids(0).len());
+        // Prefill, then a step per sampled token: the forced text took none of its own.
+        assert!(
+            steps * 2 <= tokens as u64 + 2,
+            "{steps} steps for {tokens} tokens"
+        );
+    }
+    // With logprobs every token is sampled (forced tokens would have none).
+    let mut r = constrained(&engine, &spec, 1);
+    r.sampling.logprobs = Some(1);
+    let done = collect(engine.submit(r).unwrap());
+    let logprobs: usize = done.outputs.iter().map(|o| o.logprobs.len()).sum();
+    assert_eq!(logprobs, done.token_ids(0).len());
+    wait_until_idle(&engine);
+}

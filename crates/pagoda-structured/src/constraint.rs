@@ -119,6 +119,24 @@ impl Constraint {
             .map_err(|e| StructuredError::Matcher(e.to_string()))
     }
 
+    /// Tokens the constraint forces next (a fixed key of a schema, say), already consumed: the
+    /// engine appends them without sampling. Empty while deferred or when nothing is forced.
+    pub fn fast_forward(&mut self) -> Result<Vec<u32>> {
+        if !self.is_active() || self.matcher.is_stopped() {
+            return Ok(Vec::new());
+        }
+        let forced = self.matcher.compute_ff_tokens();
+        if let Some(e) = self.matcher.get_error() {
+            return Err(StructuredError::Matcher(e));
+        }
+        if !forced.is_empty() {
+            self.matcher
+                .consume_tokens(&forced)
+                .map_err(|e| StructuredError::Matcher(e.to_string()))?;
+        }
+        Ok(forced)
+    }
+
     /// Whether the output is complete and nothing more may follow.
     pub fn is_finished(&self) -> bool {
         self.is_active() && self.matcher.is_stopped()

@@ -1,5 +1,7 @@
 //! The per-model compiler: a `ConstraintSpec` in, a ready `Constraint` out.
 
+use std::sync::Arc;
+
 use llguidance::{api::ParserLimits, Matcher, ParserFactory};
 use pagoda_text::Tokenizer;
 use serde_json::{json, Value};
@@ -21,7 +23,7 @@ pub struct Grammars {
 impl Grammars {
     /// `logits_size`: the width of the model's output rows; `eos`: its end-of-sequence
     /// tokens, which close a finished grammar.
-    pub fn new(tokenizer: &Tokenizer, logits_size: usize, eos: &[u32]) -> Result<Grammars> {
+    pub fn new(tokenizer: &Arc<Tokenizer>, logits_size: usize, eos: &[u32]) -> Result<Grammars> {
         let env = token_env(tokenizer, logits_size, eos)?;
         let mut factory = ParserFactory::new_simple(&env)
             .map_err(|e| StructuredError::Vocabulary(e.to_string()))?;

@@ -8,10 +8,11 @@ use toktrie::{TokEnv, TokRxInfo, TokTrie, TokenId, TokenizerEnv};
 use crate::error::{Result, StructuredError};
 
 /// A trie of every token's bytes. Special tokens carry llguidance's marker byte, so no text
-/// grammar can produce them; tokenizing forced text is greedy over the trie (valid, if not
-/// always the tokenizer's own split).
+/// grammar can produce them. Text the grammar forces is tokenized as the model's tokenizer
+/// splits it (what the model saw in training), greedily over the trie if it is not UTF-8.
 struct Vocabulary {
     trie: TokTrie,
+    tokenizer: Arc<Tokenizer>,
 }
 
 impl TokenizerEnv for Vocabulary {
@@ -20,13 +21,20 @@ impl TokenizerEnv for Vocabulary {
     }
 
     fn tokenize_bytes(&self, s: &[u8]) -> Vec<TokenId> {
-        self.trie.greedy_tokenize(s)
+        std::str::from_utf8(s)
+            .ok()
+            .and_then(|text| self.tokenizer.encode(text, false).ok())
+            .unwrap_or_else(|| self.trie.greedy_tokenize(s))
     }
 }
 
 /// `logits_size` is the width of the model's output rows, which may exceed the tokenizer's
 /// vocabulary (padding ids are never allowed). The first of `eos` ends a grammar.
-pub(crate) fn token_env(tokenizer: &Tokenizer, logits_size: usize, eos: &[u32]) -> Result<TokEnv> {
+pub(crate) fn token_env(
+    tokenizer: &Arc<Tokenizer>,
+    logits_size: usize,
+    eos: &[u32],
+) -> Result<TokEnv> {
     let texts = tokenizer
         .token_texts()
         .map_err(|e| StructuredError::Vocabulary(e.to_string()))?;
@@ -51,5 +59,8 @@ pub(crate) fn token_env(tokenizer: &Tokenizer, logits_size: usize, eos: &[u32]) 
     let size =
         u32::try_from(size).map_err(|_| StructuredError::Vocabulary("too many tokens".into()))?;
     let trie = TokTrie::from(&TokRxInfo::new(size, first_eos), &words).with_eos_tokens(eos);
-    Ok(Arc::new(Vocabulary { trie }))
+    Ok(Arc::new(Vocabulary {
+        trie,
+        tokenizer: tokenizer.clone(),
+    }))
 }

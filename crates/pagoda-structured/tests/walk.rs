@@ -2,6 +2,7 @@
 //! picked, the finished output matches the spec.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use pagoda_structured::{ConstraintSpec, Grammars, StructuredError};
 use pagoda_text::Tokenizer;
@@ -66,8 +67,8 @@ fn walk(
     None
 }
 
-fn setup() -> (Tokenizer, Grammars, u32) {
-    let tok = tokenizer();
+fn setup() -> (Arc<Tokenizer>, Grammars, u32) {
+    let tok = Arc::new(tokenizer());
     let eos = tok.token_to_id("<|endoftext|>").unwrap();
     let grammars = Grammars::new(&tok, 1024, &[eos]).unwrap();
     (tok, grammars, eos)
@@ -191,4 +192,23 @@ fn all_of_narrowing_is_enforced() {
         }
     }
     assert!(finished >= 20, "{finished}");
+}
+
+#[test]
+fn forced_text_is_fast_forwarded_as_the_tokenizer_splits_it() {
+    let (tok, grammars, _) = setup();
+    let spec = ConstraintSpec::Regex("answer: (yes|no)".into());
+    let mut constraint = grammars.compile(&spec).unwrap();
+    let forced = constraint.fast_forward().unwrap();
+    assert!(!forced.is_empty());
+    let text = tok.decode(&forced, false).unwrap();
+    assert!(
+        "answer: ".starts_with(&text) && !text.is_empty(),
+        "{text:?}"
+    );
+    // The forced tokens are the tokenizer's own split of that text.
+    assert_eq!(forced, tok.encode(&text, false).unwrap());
+    // Past the fixed text only a choice remains: nothing more is forced.
+    let mask = constraint.mask().unwrap().unwrap();
+    assert!(mask.num_allowed() > 0);
 }

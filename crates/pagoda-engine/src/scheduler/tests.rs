@@ -626,3 +626,28 @@ fn a_higher_priority_class_still_goes_first_whatever_the_tenants() {
     let order: Vec<u64> = (0..3).map(|_| step(&mut s, 1).0.requests[0].id.0).collect();
     assert_eq!(order, [2, 1, 3]);
 }
+
+#[test]
+fn forced_tokens_are_computed_in_the_next_step_and_respect_max_tokens() {
+    let mut s = scheduler(config(64, 4, 16));
+    add(&mut s, 1, 5, 6);
+    step(&mut s, 9); // prefill, samples 9
+    assert_eq!(s.append_forced(RequestId(1), &[20, 21, 22]), (3, None));
+    let (batch, _) = step(&mut s, 30);
+    let entry = batch.get(RequestId(1)).unwrap();
+    // The sampled token and the three forced ones, in one chunk with logits at its end.
+    assert_eq!(entry.token_ids, [9, 20, 21, 22]);
+    assert!(entry.needs_logits);
+    assert_eq!(
+        s.request(RequestId(1)).unwrap().output_token_ids(),
+        [9, 20, 21, 22, 30]
+    );
+    // One more token is all `max_tokens` (6) leaves: the rest is not appended.
+    let (appended, done) = s.append_forced(RequestId(1), &[40, 41, 42]);
+    assert_eq!(appended, 1);
+    let done = done.unwrap();
+    assert_eq!(done.reason, FinishReason::Length);
+    assert_eq!(done.output_token_ids, [9, 20, 21, 22, 30, 40]);
+    assert_eq!(s.kv_cache().num_free_blocks(), 16);
+    assert_eq!(s.append_forced(RequestId(1), &[1]), (0, None));
+}

@@ -84,6 +84,35 @@ impl Scheduler {
         finished
     }
 
+    /// Appends tokens a constraint forces after `id`'s last sampled one (fast-forward): they
+    /// are computed with the next step, as a short chunk, and sampling resumes after them.
+    /// Stops early where the stop rules end the request (`max_tokens`, a stop token). Returns
+    /// how many were appended and, if the request ended, its end.
+    pub fn append_forced(
+        &mut self,
+        id: RequestId,
+        tokens: &[TokenId],
+    ) -> (usize, Option<FinishedRequest>) {
+        let Some(request) = self.requests.get_mut(&id) else {
+            return (0, None);
+        };
+        if request.status != RequestStatus::Running {
+            return (0, None);
+        }
+        for (i, &token) in tokens.iter().enumerate() {
+            request.append_token(token, &self.hasher, self.config.block_size);
+            let reason = self.stop.check(
+                &request.sampling,
+                request.num_prompt_tokens(),
+                request.output_token_ids(),
+            );
+            if let Some(reason) = reason {
+                return (i + 1, self.finish(id, reason));
+            }
+        }
+        (tokens.len(), None)
+    }
+
     /// Ends a request for `reason` wherever it is (waiting or running) and frees its blocks.
     /// Used for stop strings found on the text side. `None` if it is unknown.
     pub fn finish(&mut self, id: RequestId, reason: FinishReason) -> Option<FinishedRequest> {
