@@ -111,7 +111,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let model_dir = args.next().expect("usage: structured_cost MODEL_DIR [ROUNDS]");
+    let model_dir = args
+        .next()
+        .expect("usage: structured_cost MODEL_DIR [ROUNDS]");
     let rounds: u64 = args.next().map_or(3, |r| r.parse().unwrap());
     let mut config = EngineConfig::new(model_dir);
     config.load.format = LoadFormat::Dummy;
@@ -121,8 +123,15 @@ fn main() {
     config.max_num_seqs = 32;
     let engine = pagoda_runtime::start(config).unwrap();
     let compile_start = Instant::now();
-    let _ = engine.grammars().unwrap().compile(&ConstraintSpec::JsonSchema(schema())).unwrap();
-    println!("schema compile: {:.2} ms", compile_start.elapsed().as_secs_f64() * 1e3);
+    let _ = engine
+        .grammars()
+        .unwrap()
+        .compile(&ConstraintSpec::JsonSchema(schema()))
+        .unwrap();
+    println!(
+        "schema compile: {:.2} ms",
+        compile_start.elapsed().as_secs_f64() * 1e3
+    );
     for batch in [1, 32] {
         let (mut mask_us, mut step_ms, mut share, mut tps_c, mut tps_f) =
             (vec![], vec![], vec![], vec![], vec![]);

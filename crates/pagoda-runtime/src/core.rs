@@ -371,9 +371,9 @@ impl EngineCore {
     fn return_constraints(
         &mut self,
         lent: Vec<(RequestId, Constraint)>,
-        masks: Option<Result<(Vec<Result<Option<TokenMask>, String>>, Duration), String>>,
+        masks: Option<Result<ComputedMasks, String>>,
     ) -> HashMap<RequestId, Result<TokenMask, String>> {
-        let masks: Vec<Result<Option<TokenMask>, String>> = match masks {
+        let masks: Vec<MaskResult> = match masks {
             None => return HashMap::new(),
             Some(Ok((masks, took))) => {
                 self.stats.constraint_masks_total +=
@@ -745,11 +745,15 @@ fn timings(active: &ActiveRequest) -> Timings {
     }
 }
 
+/// One constraint's next mask: `None` while it does not apply yet, `Err` if it cannot go on.
+type MaskResult = Result<Option<TokenMask>, String>;
+
+/// The masks of one step's lent constraints, in order, and how long they took together.
+type ComputedMasks = (Vec<MaskResult>, Duration);
+
 /// Each lent constraint's next mask (a mask that allows nothing is an error: the output
-/// could not continue), and how long they took together.
-fn compute_masks(
-    lent: &mut [(RequestId, Constraint)],
-) -> (Vec<Result<Option<TokenMask>, String>>, Duration) {
+/// could not continue).
+fn compute_masks(lent: &mut [(RequestId, Constraint)]) -> ComputedMasks {
     let start = Instant::now();
     let masks = lent
         .iter_mut()

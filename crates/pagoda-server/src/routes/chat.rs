@@ -265,9 +265,7 @@ impl ChatStream {
         };
         let finished = out.finished.is_some();
         let index = out.index;
-        let Some(parser) = self.parsers.get_mut(index) else {
-            return None;
-        };
+        let parser = self.parsers.get_mut(index)?;
         let mut pieces = parser.push(&out.text);
         if finished {
             pieces.extend(parser.finish());
