@@ -3,9 +3,7 @@
 
 mod common;
 
-use std::process::Command;
-
-use common::{engine_config, TestServer, MODEL};
+use common::{engine_config, run_python, TestServer, MODEL};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openai_python_sdk_works_unchanged() {
@@ -13,28 +11,8 @@ async fn the_openai_python_sdk_works_unchanged() {
     let mut busy_config = engine_config(MODEL);
     busy_config.max_pending_requests = 1;
     let busy = TestServer::start_with(busy_config).await;
-    let busy_base = busy.base.clone();
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/python/test_openai_sdk.py"
-    );
-    let base = server.base.clone();
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new("python3")
-            .arg(script)
-            .arg(base)
-            .arg(busy_base)
-            .output()
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    assert!(
-        output.status.success(),
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let args = vec![server.base.clone(), busy.base.clone()];
+    run_python("test_openai_sdk.py", args).await;
     server.wait_idle().await;
     busy.wait_idle().await;
 }

@@ -15,6 +15,27 @@ use tokio::task::JoinHandle;
 
 pub const MODEL: &str = "tiny-qwen2";
 
+/// Runs `tests/python/SCRIPT` with `args` (on the blocking pool, so the in-process server
+/// keeps serving) and fails the test with its output unless it exits 0.
+pub async fn run_python(script: &str, args: Vec<String>) {
+    let path = format!("{}/tests/python/{script}", env!("CARGO_MANIFEST_DIR"));
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("python3")
+            .arg(path)
+            .args(args)
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 pub fn model_dir(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../testdata/models")
