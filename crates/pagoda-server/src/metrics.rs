@@ -241,6 +241,20 @@ impl Metrics {
                 &label,
                 s.steps_total as f64,
             );
+            counter(
+                &mut out,
+                "pagoda:constraint_masks",
+                "Token masks computed for constrained outputs (structured outputs, forced tool calls).",
+                &label,
+                s.constraint_masks_total as f64,
+            );
+            counter(
+                &mut out,
+                "pagoda:constraint_mask_seconds",
+                "Time spent computing those masks (on a worker, alongside the forward pass).",
+                &label,
+                s.constraint_mask_time_total.as_secs_f64(),
+            );
         }
         let finished = *self.finished.lock().unwrap_or_else(|e| e.into_inner());
         header(

@@ -41,6 +41,20 @@ async fn every_choice_and_prompt_is_constrained() {
         let value: Value = serde_json::from_str(c["message"]["content"].as_str().unwrap()).unwrap();
         assert!(validator.is_valid(&value), "{value}");
     }
+    let metrics = server
+        .client
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        common::metric_value(&metrics, "pagoda:constraint_masks_total") >= 13.0,
+        "{metrics}"
+    );
+    assert!(common::metric_value(&metrics, "pagoda:constraint_mask_seconds_total") > 0.0);
     server.wait_idle().await;
 }
 
