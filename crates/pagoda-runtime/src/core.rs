@@ -359,11 +359,16 @@ impl EngineCore {
         num_finished
     }
 
-    /// Takes the constraints of the batch's sampled requests for the mask worker.
+    /// Takes the constraints of the batch's sampled requests for the mask worker; deferred
+    /// ones (a reasoning model still thinking) have no mask yet and stay.
     fn lend_constraints(&mut self, batch: &ScheduledBatch) -> Vec<(RequestId, Constraint)> {
         batch
             .sampled_ids()
-            .filter_map(|id| Some((id, self.active.get_mut(&id)?.constraint.take()?)))
+            .filter_map(|id| {
+                let slot = &mut self.active.get_mut(&id)?.constraint;
+                let constraint = slot.take_if(|c| c.is_active())?;
+                Some((id, constraint))
+            })
             .collect()
     }
 
