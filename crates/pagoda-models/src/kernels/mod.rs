@@ -14,3 +14,8 @@ pub use matmul::{matmul, matmul_with};
 pub use paged_attention::{paged_attention, paged_attention_with, AttentionDims};
 pub use quant_matmul::quant_matmul_with;
 pub use simd::Elem;
+
+/// How many threads the kernels run on (`RAYON_NUM_THREADS` when set, else every core).
+pub fn num_threads() -> usize {
+    rayon::current_num_threads()
+}

@@ -132,8 +132,9 @@ pub fn run(args: BenchForwardArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The kernels' thread count (`RAYON_NUM_THREADS` when set, else every core).
 fn rayon_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    pagoda_models::kernels::num_threads()
 }
 
 fn warm_up(runner: &mut ModelRunner, block_size: usize) -> anyhow::Result<()> {
