@@ -18,7 +18,9 @@ fn main() {
     let passes = args.get(2).copied().unwrap_or(5).max(1);
     let words = mib * (1 << 20) / 8;
     // Written once, so every page is really backed before timing.
-    let data: Vec<u64> = (0..words as u64).map(|i| i.wrapping_mul(0x9e37_79b9)).collect();
+    let data: Vec<u64> = (0..words as u64)
+        .map(|i| i.wrapping_mul(0x9e37_79b9))
+        .collect();
     let share = words.div_ceil(threads);
     let mut best = f64::MAX;
     let mut checksum = 0u64;
