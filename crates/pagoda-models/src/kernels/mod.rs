@@ -2,6 +2,7 @@
 //! vectors (`simd.rs`): matmul over packed weights, paged attention, the dot products behind
 //! attention scores.
 
+mod activation;
 mod dot;
 mod isa;
 mod matmul;
@@ -9,6 +10,7 @@ mod paged_attention;
 mod quant_matmul;
 pub(crate) mod simd;
 
+pub use activation::silu_mul;
 pub use isa::{check_env, isa, Isa, ENV_VAR};
 pub use matmul::{matmul, matmul_with};
 pub use paged_attention::{paged_attention, paged_attention_with, AttentionDims};

@@ -106,35 +106,61 @@ struct Call<'a, W> {
     dims: AttentionDims,
 }
 
+/// Query tokens per task: consecutive tokens of one sequence share each widened K/V block
+/// (a prefill chunk reads and widens its context once per tile, not once per token).
+const TILE_TOKENS: usize = 8;
+
+/// Raw output pointer shared by tasks that write disjoint (token, KV head) rows.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+// SAFETY: each task writes only its own tokens' rows of its own KV head group.
+unsafe impl Send for OutPtr {}
+unsafe impl Sync for OutPtr {}
+
 fn run<W: Elem>(isa: Isa, call: Call<'_, W>, q: &[f32], out: &mut [f32]) {
-    let dims = call.dims;
-    // The query heads of one KV head are consecutive, so a group's rows are one chunk.
-    let group_len = dims.num_heads / dims.num_kv_heads * dims.head_dim;
-    out.par_chunks_mut(group_len)
-        .zip(q.par_chunks(group_len))
-        .enumerate()
-        .for_each(|(task, (o, q))| {
-            let token = task / dims.num_kv_heads;
-            let kv_head = task % dims.num_kv_heads;
-            attend_group(isa, call, token, kv_head, q, o);
+    let batch = call.batch;
+    let mut tiles = Vec::new();
+    let mut t = 0;
+    while t < batch.num_tokens() {
+        let seq = batch.token_sequence[t];
+        let mut end = t + 1;
+        while end < batch.num_tokens() && end - t < TILE_TOKENS && batch.token_sequence[end] == seq
+        {
+            end += 1;
+        }
+        tiles.push((t, end));
+        t = end;
+    }
+    let kv_heads = call.dims.num_kv_heads;
+    let out = OutPtr(out.as_mut_ptr());
+    (0..tiles.len() * kv_heads)
+        .into_par_iter()
+        .for_each(|task| {
+            let (t0, t1) = tiles[task / kv_heads];
+            attend_tile(isa, call, t0, t1, task % kv_heads, q, out);
         });
 }
 
-multiversion!(fn attend_group<W: Elem>(
+multiversion!(fn attend_tile<W: Elem>(
     call: Call<'_, W>,
-    token: usize,
+    t0: usize,
+    t1: usize,
     kv_head: usize,
     q: &[f32],
-    out: &mut [f32],
+    out: OutPtr,
 ) = attend);
 
+/// Tokens `t0..t1` (one sequence) against KV head `kv_head`, for the query heads of its
+/// group. Each (token, head) runs its own online softmax over its own keys in logical block
+/// order, exactly as it would alone: the tile only shares the loads.
 #[inline(always)]
 unsafe fn attend<S: Simd16, W: Elem>(
     call: Call<'_, W>,
-    token: usize,
+    t0: usize,
+    t1: usize,
     kv_head: usize,
     q: &[f32],
-    out: &mut [f32],
+    out: OutPtr,
 ) {
     let Call {
         k,
@@ -145,141 +171,239 @@ unsafe fn attend<S: Simd16, W: Elem>(
     } = call;
     let hd = dims.head_dim;
     let bs = dims.block_size;
-    let heads = q.len() / hd;
-    let seq = &batch.sequences[batch.token_sequence[token]];
-    let end = batch.positions[token] + 1;
-    let start = dims.sliding_window.map_or(0, |w| end.saturating_sub(w));
+    let heads = dims.num_heads / dims.num_kv_heads;
+    let group_len = heads * hd;
+    let row_len = dims.num_heads * hd;
+    let tokens = t1 - t0;
+    let seq = &batch.sequences[batch.token_sequence[t0]];
+    let span = |t: usize| {
+        let end = batch.positions[t] + 1;
+        (
+            dims.sliding_window.map_or(0, |w| end.saturating_sub(w)),
+            end,
+        )
+    };
     let scale = 1.0 / (hd as f32).sqrt();
 
-    out.fill(0.0);
-    let mut running_max = vec![f32::NEG_INFINITY; heads];
+    let outs: Vec<*mut f32> = (t0..t1)
+        .map(|t| out.0.add(t * row_len + kv_head * group_len))
+        .collect();
+    for &o in &outs {
+        std::ptr::write_bytes(o, 0, group_len);
+    }
+    let mut running_max = vec![f32::NEG_INFINITY; tokens * heads];
     // Softmax denominators, lane by lane (folded once at the end): a serial sum over the keys
     // would cost an add's latency per key.
-    let mut sums = vec![0.0f32; heads * LANES];
+    let mut sums = vec![0.0f32; tokens * heads * LANES];
     let mut correction = vec![0.0f32; heads];
     // Per head, whole vectors of scores; lanes past the block's keys are never read back.
     let padded = bs.div_ceil(LANES) * LANES;
     let mut scores = vec![0.0f32; heads * padded];
-    // A 16-bit block is widened once here (exactly) and read by every head of the group.
+    // A 16-bit block is widened once here (exactly) and read by every token and head.
     let mut keys_f32 = vec![0.0f32; if W::IS_F32 { 0 } else { hd * bs }];
     let mut values_f32 = vec![0.0f32; if W::IS_F32 { 0 } else { bs * hd }];
     let (kp, vp) = (k.as_ptr(), v.as_ptr());
-    for logical in start / bs..=(end - 1) / bs {
-        let lo = start.max(logical * bs);
-        let hi = end.min((logical + 1) * bs);
-        let n = hi - lo;
+    let first_block = (t0..t1).map(|t| span(t).0 / bs).min().unwrap_or(0);
+    let last_block = (t0..t1).map(|t| (span(t).1 - 1) / bs).max().unwrap_or(0);
+    for logical in first_block..=last_block {
         let block_start = seq.block_table[logical] as usize * bs;
-        let first = lo - logical * bs;
+        // The slots of this block any token of the tile reads.
+        let used_end = (t0..t1)
+            .map(|t| {
+                span(t)
+                    .1
+                    .min((logical + 1) * bs)
+                    .saturating_sub(logical * bs)
+            })
+            .max()
+            .unwrap_or(0);
         // SAFETY (all pointer arithmetic below): the batch was validated against the cache,
         // so every slot of the block exists; a full vector of keys is only loaded when its
         // 16 keys lie inside the block.
         let block_keys = kp.add(layout.key(block_start, kv_head));
-        let first_value = vp.add(layout.value(block_start + first, kv_head));
+        let block_values = vp.add(layout.value(block_start, kv_head));
         let (keys, values, value_stride) = if W::IS_F32 {
             (
                 block_keys as *const f32,
-                first_value as *const f32,
+                block_values as *const f32,
                 layout.slot_width(),
             )
         } else {
             widen::<S, W>(block_keys, hd * bs, keys_f32.as_mut_ptr());
-            for i in 0..n {
-                let row = first_value.add(i * layout.slot_width());
+            for i in 0..used_end {
+                let row = block_values.add(i * layout.slot_width());
                 widen::<S, W>(row, hd, values_f32.as_mut_ptr().add(i * hd));
             }
             (keys_f32.as_ptr(), values_f32.as_ptr(), hd)
         };
-        let keys = keys.add(first);
-        let room = bs - first;
-        let mut h = 0;
-        while h < heads {
-            // Up to four heads share each key load, as four independent chains.
-            let take = (heads - h).min(4);
-            let (qh, sh) = (q.as_ptr().add(h * hd), scores.as_mut_ptr().add(h * padded));
-            match take {
-                4 => score_heads::<S, 4>(qh, keys, hd, bs, padded, n, room, scale, sh),
-                3 => score_heads::<S, 3>(qh, keys, hd, bs, padded, n, room, scale, sh),
-                2 => score_heads::<S, 2>(qh, keys, hd, bs, padded, n, room, scale, sh),
-                _ => score_heads::<S, 1>(qh, keys, hd, bs, padded, n, room, scale, sh),
+        for (ti, t) in (t0..t1).enumerate() {
+            let (start, end) = span(t);
+            if logical < start / bs || logical > (end - 1) / bs {
+                continue;
             }
-            h += take;
-        }
-        let chunks = n.div_ceil(LANES) * LANES;
-        for h in 0..heads {
-            let sh = scores.as_mut_ptr().add(h * padded);
-            // Lanes past the keys take no part: -inf for the max, then 0 for the sums.
-            for l in n..chunks {
-                *sh.add(l) = f32::NEG_INFINITY;
-            }
-            let mut max = S::splat(f32::NEG_INFINITY);
-            for c in (0..chunks).step_by(LANES) {
-                max = S::max(S::load(sh.add(c)), max);
-            }
-            let block_max = horizontal_max(max);
-            let new_max = running_max[h].max(block_max);
-            let neg_max = S::splat(-new_max);
-            for c in (0..chunks).step_by(LANES) {
-                exp(S::add(S::load(sh.add(c)), neg_max)).store(sh.add(c));
-            }
-            for l in n..chunks {
-                *sh.add(l) = 0.0;
-            }
-            correction[h] = (running_max[h] - new_max).exp();
-            let sp = sums.as_mut_ptr().add(h * LANES);
-            let mut sum = S::mul(S::load(sp), S::splat(correction[h]));
-            for c in (0..chunks).step_by(LANES) {
-                sum = S::add(sum, S::load(sh.add(c)));
-            }
-            sum.store(sp);
-            running_max[h] = new_max;
-        }
-        let wide = S::REGISTERS >= 32;
-        let mut h = 0;
-        while h < heads {
-            let (oh, ph) = (
-                out.as_mut_ptr().add(h * hd),
-                scores.as_ptr().add(h * padded),
-            );
-            let corr = correction.as_ptr().add(h);
-            let step = match (hd, wide, heads - h) {
-                (64, true, left) if left >= 4 => {
-                    add_values::<S, 4, 4>(oh, corr, ph, padded, n, values, value_stride, hd);
-                    4
-                }
-                (64, true, left) if left >= 2 => {
-                    add_values::<S, 2, 4>(oh, corr, ph, padded, n, values, value_stride, hd);
-                    2
-                }
-                (64, _, _) => {
-                    add_values::<S, 1, 4>(oh, corr, ph, padded, n, values, value_stride, hd);
-                    1
-                }
-                (128, true, left) if left >= 2 => {
-                    add_values::<S, 2, 8>(oh, corr, ph, padded, n, values, value_stride, hd);
-                    2
-                }
-                (128, _, _) => {
-                    add_values::<S, 1, 8>(oh, corr, ph, padded, n, values, value_stride, hd);
-                    1
-                }
-                _ => {
-                    let mut scale = correction[h];
-                    for i in 0..n {
-                        let row = values.add(i * value_stride);
-                        scale_add::<S, f32>(oh, scale, *ph.add(i), row, hd);
-                        scale = 1.0;
-                    }
-                    1
-                }
+            let lo = start.max(logical * bs);
+            let hi = end.min((logical + 1) * bs);
+            let first = lo - logical * bs;
+            let token = Token {
+                q: q.as_ptr().add(t * row_len + kv_head * group_len),
+                out: outs[ti],
+                running_max: running_max.as_mut_ptr().add(ti * heads),
+                sums: sums.as_mut_ptr().add(ti * heads * LANES),
             };
-            h += step;
+            let keys = Keys {
+                keys: keys.add(first),
+                values: values.add(first * value_stride),
+                value_stride,
+                n: hi - lo,
+                room: bs - first,
+            };
+            block_step::<S>(
+                token,
+                keys,
+                dims,
+                heads,
+                padded,
+                scale,
+                &mut scores,
+                &mut correction,
+            );
         }
     }
-    for (o, lanes) in out.chunks_exact_mut(hd).zip(sums.chunks_exact(LANES)) {
-        let inv = 1.0 / fold(lanes);
-        for v in o.iter_mut() {
-            *v *= inv;
+    for (ti, &o) in outs.iter().enumerate() {
+        for h in 0..heads {
+            let lanes = &sums[(ti * heads + h) * LANES..(ti * heads + h + 1) * LANES];
+            let inv = 1.0 / fold(lanes);
+            for d in 0..hd {
+                *o.add(h * hd + d) *= inv;
+            }
         }
+    }
+}
+
+/// One token's query rows, output rows and softmax state (for the heads of one group).
+#[derive(Clone, Copy)]
+struct Token {
+    q: *const f32,
+    out: *mut f32,
+    running_max: *mut f32,
+    sums: *mut f32,
+}
+
+/// The keys and values one token sees in one block (already widened to f32).
+#[derive(Clone, Copy)]
+struct Keys {
+    keys: *const f32,
+    values: *const f32,
+    value_stride: usize,
+    n: usize,
+    /// Keys from `keys` to the end of the block's row.
+    room: usize,
+}
+
+/// One token's online-softmax step over one block: scores, the running max and sums, the
+/// outputs rescaled and the weighted values added.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn block_step<S: Simd16>(
+    token: Token,
+    keys: Keys,
+    dims: AttentionDims,
+    heads: usize,
+    padded: usize,
+    scale: f32,
+    scores: &mut [f32],
+    correction: &mut [f32],
+) {
+    let hd = dims.head_dim;
+    let bs = dims.block_size;
+    let Keys {
+        keys,
+        values,
+        value_stride,
+        n,
+        room,
+    } = keys;
+    let (q, out) = (token.q, token.out);
+    let mut h = 0;
+    while h < heads {
+        // Up to four heads share each key load, as four independent chains.
+        let take = (heads - h).min(4);
+        let (qh, sh) = (q.add(h * hd), scores.as_mut_ptr().add(h * padded));
+        match take {
+            4 => score_heads::<S, 4>(qh, keys, hd, bs, padded, n, room, scale, sh),
+            3 => score_heads::<S, 3>(qh, keys, hd, bs, padded, n, room, scale, sh),
+            2 => score_heads::<S, 2>(qh, keys, hd, bs, padded, n, room, scale, sh),
+            _ => score_heads::<S, 1>(qh, keys, hd, bs, padded, n, room, scale, sh),
+        }
+        h += take;
+    }
+    let chunks = n.div_ceil(LANES) * LANES;
+    for h in 0..heads {
+        let sh = scores.as_mut_ptr().add(h * padded);
+        // Lanes past the keys take no part: -inf for the max, then 0 for the sums.
+        for l in n..chunks {
+            *sh.add(l) = f32::NEG_INFINITY;
+        }
+        let mut max = S::splat(f32::NEG_INFINITY);
+        for c in (0..chunks).step_by(LANES) {
+            max = S::max(S::load(sh.add(c)), max);
+        }
+        let block_max = horizontal_max(max);
+        let running = &mut *token.running_max.add(h);
+        let new_max = running.max(block_max);
+        let neg_max = S::splat(-new_max);
+        for c in (0..chunks).step_by(LANES) {
+            exp(S::add(S::load(sh.add(c)), neg_max)).store(sh.add(c));
+        }
+        for l in n..chunks {
+            *sh.add(l) = 0.0;
+        }
+        correction[h] = (*running - new_max).exp();
+        let sp = token.sums.add(h * LANES);
+        let mut sum = S::mul(S::load(sp), S::splat(correction[h]));
+        for c in (0..chunks).step_by(LANES) {
+            sum = S::add(sum, S::load(sh.add(c)));
+        }
+        sum.store(sp);
+        *running = new_max;
+    }
+    let wide = S::REGISTERS >= 32;
+    let mut h = 0;
+    while h < heads {
+        let (oh, ph) = (out.add(h * hd), scores.as_ptr().add(h * padded));
+        let corr = correction.as_ptr().add(h);
+        let step = match (hd, wide, heads - h) {
+            (64, true, left) if left >= 4 => {
+                add_values::<S, 4, 4>(oh, corr, ph, padded, n, values, value_stride, hd);
+                4
+            }
+            (64, true, left) if left >= 2 => {
+                add_values::<S, 2, 4>(oh, corr, ph, padded, n, values, value_stride, hd);
+                2
+            }
+            (64, _, _) => {
+                add_values::<S, 1, 4>(oh, corr, ph, padded, n, values, value_stride, hd);
+                1
+            }
+            (128, true, left) if left >= 2 => {
+                add_values::<S, 2, 8>(oh, corr, ph, padded, n, values, value_stride, hd);
+                2
+            }
+            (128, _, _) => {
+                add_values::<S, 1, 8>(oh, corr, ph, padded, n, values, value_stride, hd);
+                1
+            }
+            _ => {
+                let mut scale = correction[h];
+                for i in 0..n {
+                    let row = values.add(i * value_stride);
+                    scale_add::<S, f32>(oh, scale, *ph.add(i), row, hd);
+                    scale = 1.0;
+                }
+                1
+            }
+        };
+        h += step;
     }
 }
 

@@ -25,6 +25,8 @@ pub trait Simd16: Copy {
     unsafe fn mul(a: Self, b: Self) -> Self;
     unsafe fn add(a: Self, b: Self) -> Self;
     unsafe fn sub(a: Self, b: Self) -> Self;
+    /// `a / b`, correctly rounded (so the same bits on every path).
+    unsafe fn div(a: Self, b: Self) -> Self;
     /// 16 signed bytes as f32 (quantized weights).
     unsafe fn load_i8(p: *const i8) -> Self;
     /// `(byte >> shift) & mask` of 16 bytes, as f32: the bit fields of packed quants.
@@ -193,6 +195,10 @@ impl Simd16 for Scalar {
         Scalar(std::array::from_fn(|l| a.0[l] - b.0[l]))
     }
     #[inline(always)]
+    unsafe fn div(a: Self, b: Self) -> Self {
+        Scalar(std::array::from_fn(|l| a.0[l] / b.0[l]))
+    }
+    #[inline(always)]
     unsafe fn load_i8(p: *const i8) -> Self {
         Scalar(std::array::from_fn(|l| *p.add(l) as f32))
     }
@@ -270,10 +276,11 @@ mod x86 {
     };
     use std::arch::x86_64::{
         _mm256_and_si256, _mm256_blendv_ps, _mm256_cvtepi32_ps, _mm256_cvtepi8_epi32,
-        _mm256_cvtepu8_epi32, _mm256_set1_epi16, _mm256_setr_epi32, _mm256_srl_epi32,
-        _mm256_srli_epi32, _mm256_srlv_epi32, _mm256_sub_ps, _mm512_and_si512, _mm512_cvtepi32_ps,
-        _mm512_cvtepi8_epi32, _mm512_cvtepu8_epi32, _mm512_mask_add_ps, _mm512_srl_epi32,
-        _mm512_srli_epi32, _mm512_sub_ps, _mm_cvtsi32_si128, _mm_loadl_epi64, _mm_set1_epi16,
+        _mm256_cvtepu8_epi32, _mm256_div_ps, _mm256_set1_epi16, _mm256_setr_epi32,
+        _mm256_srl_epi32, _mm256_srli_epi32, _mm256_srlv_epi32, _mm256_sub_ps, _mm512_and_si512,
+        _mm512_cvtepi32_ps, _mm512_cvtepi8_epi32, _mm512_cvtepu8_epi32, _mm512_div_ps,
+        _mm512_mask_add_ps, _mm512_srl_epi32, _mm512_srli_epi32, _mm512_sub_ps, _mm_cvtsi32_si128,
+        _mm_loadl_epi64, _mm_set1_epi16,
     };
 
     /// Lanes 0-7 and 8-15 in two AVX2 registers.
@@ -329,6 +336,10 @@ mod x86 {
         #[inline(always)]
         unsafe fn sub(a: Self, b: Self) -> Self {
             Avx2(_mm256_sub_ps(a.0, b.0), _mm256_sub_ps(a.1, b.1))
+        }
+        #[inline(always)]
+        unsafe fn div(a: Self, b: Self) -> Self {
+            Avx2(_mm256_div_ps(a.0, b.0), _mm256_div_ps(a.1, b.1))
         }
         #[inline(always)]
         unsafe fn load_i8(p: *const i8) -> Self {
@@ -454,6 +465,10 @@ mod x86 {
         #[inline(always)]
         unsafe fn sub(a: Self, b: Self) -> Self {
             Avx512(_mm512_sub_ps(a.0, b.0))
+        }
+        #[inline(always)]
+        unsafe fn div(a: Self, b: Self) -> Self {
+            Avx512(_mm512_div_ps(a.0, b.0))
         }
         #[inline(always)]
         unsafe fn load_i8(p: *const i8) -> Self {

@@ -38,12 +38,7 @@ impl GatedMlp {
         let gate_up = self.gate_up.forward(isa, x, n);
         let i = self.intermediate;
         let mut act = vec![0.0f32; n * i];
-        for (a, gu) in act.chunks_exact_mut(i).zip(gate_up.chunks_exact(2 * i)) {
-            let (gate, up) = gu.split_at(i);
-            for ((a, g), u) in a.iter_mut().zip(gate).zip(up) {
-                *a = g / (1.0 + (-g).exp()) * u;
-            }
-        }
+        crate::kernels::silu_mul(isa, &gate_up, &mut act, i);
         self.down.forward(isa, &act, n)
     }
 }
