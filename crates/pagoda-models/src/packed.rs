@@ -108,9 +108,36 @@ impl PackedMatrix {
     }
 }
 
+/// A vector of `len` copies of `value` whose memory the kernel is asked to back with 2 MiB
+/// pages before it is first touched. Decode streams every weight once per token; with 4 KiB
+/// pages that is a TLB miss and a page walk every 4 KiB of the stream.
+pub(crate) fn huge_page_vec<T: Copy>(len: usize, value: T) -> Vec<T> {
+    let mut v: Vec<T> = Vec::with_capacity(len);
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let start = v.as_ptr() as usize;
+        let end = start + len * std::mem::size_of::<T>();
+        let (first, last) = (start.next_multiple_of(HUGE), end / HUGE * HUGE);
+        if last > first {
+            // SAFETY: advice on whole pages inside this vector's own allocation; it changes
+            // how they are backed, never their contents. A refusal (no THP) is harmless.
+            unsafe {
+                libc::madvise(
+                    first as *mut libc::c_void,
+                    last - first,
+                    libc::MADV_HUGEPAGE,
+                );
+            }
+        }
+    }
+    v.resize(len, value);
+    v
+}
+
 fn pack_rows<T: Elem>(v: &[T], rows: usize, cols: usize) -> Vec<T> {
     let panels = rows.div_ceil(PANEL);
-    let mut out = vec![T::from_f32(0.0); panels * PANEL * cols];
+    let mut out = huge_page_vec(panels * PANEL * cols, T::from_f32(0.0));
     for (r, row) in v.chunks_exact(cols).enumerate().take(rows) {
         let base = (r / PANEL) * PANEL * cols + r % PANEL;
         for (k, &value) in row.iter().enumerate() {

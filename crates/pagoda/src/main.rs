@@ -72,6 +72,20 @@ fn init_logging() {
         .init();
 }
 
+/// A forward pass allocates its activations afresh for every layer, up to hundreds of MB for
+/// a long prefill. glibc serves blocks that large with `mmap` and returns them with `munmap`,
+/// so each layer paid for zeroed pages again (page faults were 3-5% of a 2,048-token
+/// prefill). Keeping freed memory in the heap lets the next layer reuse it.
+fn keep_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator thresholds; called before any other thread runs.
+    unsafe {
+        const ONE_GIB: libc::c_int = 1 << 30;
+        libc::mallopt(libc::M_MMAP_THRESHOLD, ONE_GIB);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, ONE_GIB);
+    }
+}
+
 fn main() {
     let cli = Cli::parse();
     // A bad PAGODA_KERNELS is an error, not a silent fallback to another kernel path.
@@ -79,6 +93,7 @@ fn main() {
         eprintln!("error: {message}");
         std::process::exit(1);
     }
+    keep_freed_memory();
     let result = match cli.command {
         Command::Serve(args) => {
             init_logging();

@@ -43,14 +43,14 @@ unsafe fn silu_kernel<S: Simd16>(gate_up: &[f32], act: &mut [f32], i: usize) {
             S::mul(S::div(gv, sig), S::load(u.add(c))).store(a.as_mut_ptr().add(c));
             c += LANES;
         }
-        for c in body..i {
+        for (c, out) in a.iter_mut().enumerate().skip(body) {
             // The tail through one vector too, so every element gets the same `exp`.
             let mut lanes = [0.0f32; LANES];
             lanes[0] = *g.add(c);
             let gv = S::load(lanes.as_ptr());
             let sig = S::add(S::splat(1.0), exp(S::mul(gv, S::splat(-1.0))));
             S::div(gv, sig).store(lanes.as_mut_ptr());
-            a[c] = lanes[0] * *u.add(c);
+            *out = lanes[0] * *u.add(c);
         }
     }
 }

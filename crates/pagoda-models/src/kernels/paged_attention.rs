@@ -199,6 +199,8 @@ unsafe fn attend<S: Simd16, W: Elem>(
     // Per head, whole vectors of scores; lanes past the block's keys are never read back.
     let padded = bs.div_ceil(LANES) * LANES;
     let mut scores = vec![0.0f32; heads * padded];
+    let wide = S::REGISTERS >= 32;
+    let mut tile_scores = vec![0.0f32; if wide { tokens * heads * padded } else { 0 }];
     // A 16-bit block is widened once here (exactly) and read by every token and head.
     let mut keys_f32 = vec![0.0f32; if W::IS_F32 { 0 } else { hd * bs }];
     let mut values_f32 = vec![0.0f32; if W::IS_F32 { 0 } else { bs * hd }];
@@ -236,6 +238,9 @@ unsafe fn attend<S: Simd16, W: Elem>(
             }
             (keys_f32.as_ptr(), values_f32.as_ptr(), hd)
         };
+        // The tokens that see this block: (index in the tile, first key, keys seen).
+        let mut active = [(0usize, 0usize, 0usize); TILE_TOKENS];
+        let mut num_active = 0;
         for (ti, t) in (t0..t1).enumerate() {
             let (start, end) = span(t);
             if logical < start / bs || logical > (end - 1) / bs {
@@ -243,9 +248,40 @@ unsafe fn attend<S: Simd16, W: Elem>(
             }
             let lo = start.max(logical * bs);
             let hi = end.min((logical + 1) * bs);
-            let first = lo - logical * bs;
+            active[num_active] = (ti, lo - logical * bs, hi - lo);
+            num_active += 1;
+        }
+        let active = &active[..num_active];
+        // Scored together when every token sees the block from its first key and the block
+        // is whole vectors: each K load then feeds several tokens' chains. Each score is the
+        // same in-order chain as alone.
+        let joint = wide && bs % LANES == 0 && active.iter().all(|a| a.1 == 0);
+        if joint {
+            let most = active.iter().map(|a| a.2).max().unwrap_or(0);
+            for group in active.chunks(4) {
+                let mut qs = [std::ptr::null::<f32>(); 4];
+                let mut outs_s = [std::ptr::null_mut::<f32>(); 4];
+                for (g, &(ti, _, _)) in group.iter().enumerate() {
+                    qs[g] = q.as_ptr().add((t0 + ti) * row_len + kv_head * group_len);
+                    outs_s[g] = tile_scores.as_mut_ptr().add(ti * heads * padded);
+                }
+                score_tile::<S>(
+                    group.len(),
+                    &qs,
+                    &outs_s,
+                    keys,
+                    hd,
+                    bs,
+                    padded,
+                    heads,
+                    most,
+                    scale,
+                );
+            }
+        }
+        for &(ti, first, n) in active {
             let token = Token {
-                q: q.as_ptr().add(t * row_len + kv_head * group_len),
+                q: q.as_ptr().add((t0 + ti) * row_len + kv_head * group_len),
                 out: outs[ti],
                 running_max: running_max.as_mut_ptr().add(ti * heads),
                 sums: sums.as_mut_ptr().add(ti * heads * LANES),
@@ -254,8 +290,13 @@ unsafe fn attend<S: Simd16, W: Elem>(
                 keys: keys.add(first),
                 values: values.add(first * value_stride),
                 value_stride,
-                n: hi - lo,
+                n,
                 room: bs - first,
+            };
+            let scores: &mut [f32] = if joint {
+                &mut tile_scores[ti * heads * padded..(ti + 1) * heads * padded]
+            } else {
+                &mut scores
             };
             block_step::<S>(
                 token,
@@ -264,7 +305,8 @@ unsafe fn attend<S: Simd16, W: Elem>(
                 heads,
                 padded,
                 scale,
-                &mut scores,
+                joint,
+                scores,
                 &mut correction,
             );
         }
@@ -300,8 +342,8 @@ struct Keys {
     room: usize,
 }
 
-/// One token's online-softmax step over one block: scores, the running max and sums, the
-/// outputs rescaled and the weighted values added.
+/// One token's online-softmax step over one block: scores (unless `scored`: already in
+/// `scores`), the running max and sums, the outputs rescaled and the weighted values added.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn block_step<S: Simd16>(
@@ -311,6 +353,7 @@ unsafe fn block_step<S: Simd16>(
     heads: usize,
     padded: usize,
     scale: f32,
+    scored: bool,
     scores: &mut [f32],
     correction: &mut [f32],
 ) {
@@ -324,7 +367,7 @@ unsafe fn block_step<S: Simd16>(
         room,
     } = keys;
     let (q, out) = (token.q, token.out);
-    let mut h = 0;
+    let mut h = if scored { heads } else { 0 };
     while h < heads {
         // Up to four heads share each key load, as four independent chains.
         let take = (heads - h).min(4);
@@ -338,7 +381,7 @@ unsafe fn block_step<S: Simd16>(
         h += take;
     }
     let chunks = n.div_ceil(LANES) * LANES;
-    for h in 0..heads {
+    for (h, corr) in correction.iter_mut().enumerate().take(heads) {
         let sh = scores.as_mut_ptr().add(h * padded);
         // Lanes past the keys take no part: -inf for the max, then 0 for the sums.
         for l in n..chunks {
@@ -358,9 +401,9 @@ unsafe fn block_step<S: Simd16>(
         for l in n..chunks {
             *sh.add(l) = 0.0;
         }
-        correction[h] = (*running - new_max).exp();
+        *corr = (*running - new_max).exp();
         let sp = token.sums.add(h * LANES);
-        let mut sum = S::mul(S::load(sp), S::splat(correction[h]));
+        let mut sum = S::mul(S::load(sp), S::splat(*corr));
         for c in (0..chunks).step_by(LANES) {
             sum = S::add(sum, S::load(sh.add(c)));
         }
@@ -430,6 +473,89 @@ unsafe fn widen<S: Simd16, W: Elem>(src: *const W, len: usize, dst: *mut f32) {
     }
     for i in body..len {
         *dst.add(i) = (*src.add(i)).to_f32();
+    }
+}
+
+/// Scores of every head of `count` (1-4) tokens against the first `n` keys of a transposed
+/// K block (whole vectors, rounded up), token `g` reading `qs[g]` and writing
+/// `outs[g][h * stride..]`, in register tiles of up to 4 tokens x 4 heads.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn score_tile<S: Simd16>(
+    count: usize,
+    qs: &[*const f32; 4],
+    outs: &[*mut f32; 4],
+    keys: *const f32,
+    hd: usize,
+    bs: usize,
+    stride: usize,
+    heads: usize,
+    n: usize,
+    scale: f32,
+) {
+    let mut h = 0;
+    while h < heads {
+        let take = (heads - h).min(4);
+        macro_rules! go {
+            ($T:literal, $H:literal) => {
+                score_tokens::<S, $T, $H>(qs, outs, h, keys, hd, bs, stride, n, scale)
+            };
+        }
+        match (count, take) {
+            (4, 4) => go!(4, 4),
+            (4, 3) => go!(4, 3),
+            (4, 2) => go!(4, 2),
+            (4, _) => go!(4, 1),
+            (3, 4) => go!(3, 4),
+            (3, 3) => go!(3, 3),
+            (3, 2) => go!(3, 2),
+            (3, _) => go!(3, 1),
+            (2, 4) => go!(2, 4),
+            (2, 3) => go!(2, 3),
+            (2, 2) => go!(2, 2),
+            (2, _) => go!(2, 1),
+            (_, 4) => go!(1, 4),
+            (_, 3) => go!(1, 3),
+            (_, 2) => go!(1, 2),
+            _ => go!(1, 1),
+        }
+        h += take;
+    }
+}
+
+/// Heads `h0..h0 + H` of tokens `0..T` (see `score_tile`): one K vector load feeds `T * H`
+/// independent chains.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn score_tokens<S: Simd16, const T: usize, const H: usize>(
+    qs: &[*const f32; 4],
+    outs: &[*mut f32; 4],
+    h0: usize,
+    keys: *const f32,
+    hd: usize,
+    bs: usize,
+    stride: usize,
+    n: usize,
+    scale: f32,
+) {
+    let mut j = 0;
+    while j < n {
+        let mut acc = [[S::zero(); H]; T];
+        for d in 0..hd {
+            let kv = S::load(keys.add(d * bs + j));
+            for (t, row) in acc.iter_mut().enumerate() {
+                let q = qs[t].add(h0 * hd + d);
+                for (h, a) in row.iter_mut().enumerate() {
+                    *a = S::fma(S::splat(*q.add(h * hd)), kv, *a);
+                }
+            }
+        }
+        for (t, row) in acc.iter().enumerate() {
+            for (h, a) in row.iter().enumerate() {
+                S::mul(*a, S::splat(scale)).store(outs[t].add((h0 + h) * stride + j));
+            }
+        }
+        j += LANES;
     }
 }
 
@@ -620,6 +746,17 @@ mod tests {
                 .zip(&scalar)
                 .all(|(a, b)| a.to_bits() == b.to_bits());
             assert!(same, "{isa} differs from scalar ({dtype}, hd={head_dim})");
+            // Each token alone (as in decode) gets the bits it got in its tile.
+            for t in 0..tokens {
+                let mut alone = ForwardBatch::new(block_size);
+                alone.push(&[0], t, &table, LogitsWanted::Last).unwrap();
+                let mut got = vec![0.0; q_width];
+                let row = &q[t * q_width..(t + 1) * q_width];
+                paged_attention_with(isa, row, &kv, &alone, dims, &mut got);
+                let want = &out[t * q_width..(t + 1) * q_width];
+                let same = got.iter().zip(want).all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{isa}: token {t} alone differs from its tile ({dtype})");
+            }
         }
     }
 
