@@ -47,6 +47,7 @@ pub struct Sampler {
     raw: Vec<f32>,
     scratch: Vec<TokenId>,
     candidates: Vec<(TokenId, f32)>,
+    weights: Vec<f64>,
 }
 
 /// A logit that can never be picked.
@@ -211,9 +212,12 @@ impl Sampler {
         let u = rng.next_f64();
         let filtering = params.top_k.is_some() || params.top_p < 1.0 || params.min_p > 0.0;
         if !filtering {
-            // No ordering needed: invert the CDF in token-id order.
-            let weights = logits.iter().map(|&x| weight(x));
-            return pick(weights.enumerate().map(|(i, w)| (i as TokenId, w)), u);
+            // No ordering needed: invert the CDF in token-id order. The weights are computed
+            // once (`pick` walks them twice; an exp per vocabulary entry is most of a draw).
+            self.weights.clear();
+            self.weights.extend(logits.iter().map(|&x| weight(x)));
+            let weights = self.weights.iter().enumerate();
+            return pick(weights.map(|(i, &w)| (i as TokenId, w)), u);
         }
 
         self.candidates.clear();

@@ -754,8 +754,14 @@ mod tests {
                 let row = &q[t * q_width..(t + 1) * q_width];
                 paged_attention_with(isa, row, &kv, &alone, dims, &mut got);
                 let want = &out[t * q_width..(t + 1) * q_width];
-                let same = got.iter().zip(want).all(|(a, b)| a.to_bits() == b.to_bits());
-                assert!(same, "{isa}: token {t} alone differs from its tile ({dtype})");
+                let same = got
+                    .iter()
+                    .zip(want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(
+                    same,
+                    "{isa}: token {t} alone differs from its tile ({dtype})"
+                );
             }
         }
     }
