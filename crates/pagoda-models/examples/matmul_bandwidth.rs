@@ -12,7 +12,7 @@ use std::time::Instant;
 fn main() {
     let args: Vec<usize> = std::env::args()
         .skip(1)
-        .map(|a| a.parse().unwrap())
+        .map(|a| a.parse().expect("ROUNDS is a number"))
         .collect();
     let rounds = args.first().copied().unwrap_or(5);
     let shapes = [(1152, 896), (896, 896), (9728, 896), (896, 4864)];
@@ -48,7 +48,7 @@ fn main() {
         results.push(3.0 * bytes as f64 / t.elapsed().as_secs_f64() / 1e9);
     }
     let r = &mut results;
-    r.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    r.sort_by(f64::total_cmp);
     println!(
         "decode matmul ({isa}): median {:.1} GB/s (min {:.1} max {:.1}) over {} MB, {} threads",
         r[r.len() / 2],
