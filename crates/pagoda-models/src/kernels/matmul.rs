@@ -19,10 +19,11 @@ const DECODE_TOKENS: usize = 3;
 /// Panels per parallel task in decode: 128 rows, enough tasks to balance a few dozen cores.
 const DECODE_PANELS_PER_TASK: usize = 8;
 
-/// Raw output pointer shared by tasks that write disjoint columns.
+/// Raw output pointer shared by tasks that write disjoint elements (matmul: ranges of output
+/// columns; attention: (token, KV head group) rows).
 #[derive(Clone, Copy)]
 pub(super) struct OutPtr(pub(super) *mut f32);
-// SAFETY: tasks write disjoint elements (each owns a range of output columns).
+// SAFETY: every user gives each task elements no other task writes.
 unsafe impl Send for OutPtr {}
 unsafe impl Sync for OutPtr {}
 

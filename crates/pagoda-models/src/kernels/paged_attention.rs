@@ -13,6 +13,8 @@ use rayon::prelude::*;
 
 use super::dot::scale_add;
 use super::isa::{isa, Isa};
+// Shared by tasks that write disjoint rows: here each its own tokens' rows of one KV head group.
+use super::matmul::OutPtr;
 use super::simd::{exp, multiversion, Elem, Simd16, LANES};
 use crate::batch::ForwardBatch;
 use crate::kv_cache::{KvData, KvLayout, LayerKv};
@@ -109,13 +111,6 @@ struct Call<'a, W> {
 /// Query tokens per task: consecutive tokens of one sequence share each widened K/V block
 /// (a prefill chunk reads and widens its context once per tile, not once per token).
 const TILE_TOKENS: usize = 8;
-
-/// Raw output pointer shared by tasks that write disjoint (token, KV head) rows.
-#[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
-// SAFETY: each task writes only its own tokens' rows of its own KV head group.
-unsafe impl Send for OutPtr {}
-unsafe impl Sync for OutPtr {}
 
 fn run<W: Elem>(isa: Isa, call: Call<'_, W>, q: &[f32], out: &mut [f32]) {
     let batch = call.batch;
