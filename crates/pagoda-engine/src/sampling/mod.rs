@@ -2,6 +2,7 @@
 //! request's logits row into its next token.
 
 pub mod allowed;
+mod fast_exp;
 pub mod params;
 mod processors;
 pub mod rng;

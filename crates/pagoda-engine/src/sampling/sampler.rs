@@ -13,6 +13,7 @@
 //! constraint: a grammar is never broken to honour a bias or `min_tokens`).
 
 use super::allowed::AllowedTokens;
+use super::fast_exp::{exp_or_zero, exp_shifted, max_ignoring_nan, sum_exp_shifted};
 use super::params::SamplingParams;
 use super::processors::{apply_logit_bias, apply_penalties, mask_stop_tokens_before_min};
 use super::rng::SamplerRng;
@@ -47,7 +48,7 @@ pub struct Sampler {
     raw: Vec<f32>,
     scratch: Vec<TokenId>,
     candidates: Vec<(TokenId, f32)>,
-    weights: Vec<f64>,
+    weights: Vec<f32>,
 }
 
 /// A logit that can never be picked.
@@ -72,8 +73,7 @@ struct LogSoftmax {
 
 impl LogSoftmax {
     fn new(row: &[f32]) -> Self {
-        // f32::max ignores NaN.
-        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let max = max_ignoring_nan(row);
         let mut dist = Self {
             max,
             lse: max,
@@ -82,12 +82,7 @@ impl LogSoftmax {
         if max == f32::INFINITY {
             dist.num_infinite = row.iter().filter(|&&x| x == f32::INFINITY).count();
         } else if max.is_finite() {
-            let sum: f64 = row
-                .iter()
-                .filter(|x| !x.is_nan())
-                .map(|&x| f64::from(x - max).exp())
-                .sum();
-            dist.lse = max + sum.ln() as f32;
+            dist.lse = max + sum_exp_shifted(row, max).ln() as f32;
         }
         dist
     }
@@ -120,16 +115,12 @@ fn fallback(raw: &mut [f32], allowed: Option<AllowedTokens<'_>>) -> TokenId {
 
 /// Index of the largest unmasked logit, ties to the lower id.
 fn argmax(row: &[f32]) -> Option<TokenId> {
-    let mut best: Option<(TokenId, f32)> = None;
-    for (i, &x) in row.iter().enumerate() {
-        if is_masked(x) {
-            continue;
-        }
-        if best.is_none_or(|(_, b)| x > b) {
-            best = Some((i as TokenId, x));
-        }
+    // Two vectorisable passes: the largest value, then where it first occurs.
+    let best = max_ignoring_nan(row);
+    if best == f32::NEG_INFINITY {
+        return None;
     }
-    best.map(|(i, _)| i)
+    row.iter().position(|&x| x == best).map(|i| i as TokenId)
 }
 
 /// The `n` most likely tokens of a raw row with their logprobs.
@@ -214,10 +205,8 @@ impl Sampler {
         if !filtering {
             // No ordering needed: invert the CDF in token-id order. The weights are computed
             // once (`pick` walks them twice; an exp per vocabulary entry is most of a draw).
-            self.weights.clear();
-            self.weights.extend(logits.iter().map(|&x| weight(x)));
-            let weights = self.weights.iter().enumerate();
-            return pick(weights.map(|(i, &w)| (i as TokenId, w)), u);
+            exp_shifted(logits, 0.0, &mut self.weights);
+            return pick_in_order(&self.weights, u);
         }
 
         self.candidates.clear();
@@ -267,32 +256,24 @@ impl Sampler {
 /// first could overflow every logit to an infinity). After this every unmasked logit is in
 /// `[-inf, 0]`.
 fn scale(logits: &mut [f32], inv_temperature: f32) {
-    let max = logits
-        .iter()
-        .copied()
-        .filter(|x| !x.is_nan())
-        .fold(f32::NEG_INFINITY, f32::max);
+    let max = max_ignoring_nan(logits);
     for x in logits.iter_mut() {
-        if is_masked(*x) {
-            continue;
-        }
-        let scaled = if *x == max {
+        let v = *x;
+        let scaled = if v == max {
             0.0
         } else {
-            (*x - max) * inv_temperature
+            (v - max) * inv_temperature
         };
-        // Only an infinite temperature (0 * inf) could give NaN here.
-        *x = if scaled.is_nan() { 0.0 } else { scaled };
+        // Only an infinite temperature (0 * inf) could give NaN here. Written without branches
+        // so that the loop vectorises.
+        let scaled = if scaled.is_nan() { 0.0 } else { scaled };
+        *x = if is_masked(v) { v } else { scaled };
     }
 }
 
-/// Unnormalised probability of a scaled logit (the best one has weight 1).
+/// Unnormalised probability of a scaled logit (the best one has weight 1; NaN none).
 fn weight(x: f32) -> f64 {
-    if x.is_nan() {
-        0.0
-    } else {
-        f64::from(x).exp()
-    }
+    f64::from(exp_or_zero(x))
 }
 
 /// The token where the cumulative weight passes `u` times the total.
@@ -312,6 +293,50 @@ fn pick(weights: impl Iterator<Item = (TokenId, f64)> + Clone, u: f64) -> Option
         }
     }
     last
+}
+
+/// `pick` over a whole row of weights in token-id order, a block at a time: the blocks' sums
+/// (vectorised) skip the walk to the block where the cumulative weight passes `u` times the
+/// total, and the walk goes on token by token from there.
+fn pick_in_order(weights: &[f32], u: f64) -> Option<TokenId> {
+    let total: f64 = weights.chunks(PICK_BLOCK).map(sum_weights).sum();
+    let target = u * total;
+    let mut cum = 0.0;
+    let mut start = 0;
+    for block in weights.chunks(PICK_BLOCK) {
+        let sum = sum_weights(block);
+        if cum + sum > target {
+            break;
+        }
+        cum += sum;
+        start += block.len();
+    }
+    for (i, &w) in weights.iter().enumerate().skip(start) {
+        if w > 0.0 {
+            cum += f64::from(w);
+            if cum > target {
+                return Some(i as TokenId);
+            }
+        }
+    }
+    // Rounding left the target just out of reach: the last token with any weight.
+    weights.iter().rposition(|&w| w > 0.0).map(|i| i as TokenId)
+}
+
+/// Weights summed per `pick_in_order` block.
+const PICK_BLOCK: usize = 256;
+
+/// A block's weights summed in f32 lanes (weights are finite and >= 0), then in f64.
+fn sum_weights(block: &[f32]) -> f64 {
+    let mut lanes = [0.0f32; 16];
+    let mut chunks = block.chunks_exact(16);
+    for chunk in &mut chunks {
+        for (acc, &w) in lanes.iter_mut().zip(chunk) {
+            *acc += w;
+        }
+    }
+    let tail: f64 = chunks.remainder().iter().map(|&w| f64::from(w)).sum();
+    lanes.iter().map(|&l| f64::from(l)).sum::<f64>() + tail
 }
 
 #[cfg(test)]

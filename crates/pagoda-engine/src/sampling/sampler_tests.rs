@@ -358,3 +358,43 @@ fn a_constraint_limits_every_draw_and_the_all_masked_fallback() {
     };
     assert_eq!(sample_allowed(&params, &logits, &[0b0110], 0), 2);
 }
+
+#[test]
+fn a_draw_over_a_long_row_lands_where_the_exact_cdf_passes_u() {
+    // Weights with zeros and a wide range, longer than many of `pick_in_order`'s blocks.
+    let weights: Vec<f32> = (0..10_007u32)
+        .map(|i| match i % 7 {
+            0 => 0.0,
+            k => (k as f32 * 0.37).exp() * if i % 1000 == 3 { 500.0 } else { 1.0 },
+        })
+        .collect();
+    let total: f64 = weights.iter().map(|&w| f64::from(w)).sum();
+    for step in 0..1000 {
+        let u = (f64::from(step) + 0.5) / 1000.0;
+        let token = pick_in_order(&weights, u).unwrap() as usize;
+        assert!(weights[token] > 0.0, "u {u}: picked a token of no weight");
+        let before: f64 = weights[..token].iter().map(|&w| f64::from(w)).sum();
+        let through = before + f64::from(weights[token]);
+        let target = u * total;
+        let slack = total * 1e-6;
+        assert!(
+            before <= target + slack && through > target - slack,
+            "u {u}: token {token} covers [{before}, {through}), target {target}"
+        );
+    }
+    assert_eq!(pick_in_order(&[0.0; 600], 0.5), None);
+    assert_eq!(pick_in_order(&[0.0, 2.0, 0.0], 0.999_999), Some(1));
+}
+
+#[test]
+fn greedy_on_a_long_row_takes_the_first_of_tied_maxima_past_nans() {
+    let mut row: Vec<f32> = (0..70_001).map(|i| (i % 13) as f32).collect();
+    row[5] = f32::NAN;
+    row[40_000] = 99.0;
+    row[60_000] = 99.0;
+    row[1] = f32::INFINITY;
+    assert_eq!(argmax(&row), Some(1));
+    row[1] = 0.0;
+    assert_eq!(argmax(&row), Some(40_000));
+    assert_eq!(argmax(&[f32::NAN, f32::NEG_INFINITY]), None);
+}
