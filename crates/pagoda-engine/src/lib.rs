@@ -17,10 +17,11 @@
 //!     let batch = scheduler.schedule();
 //!     // The runner writes each entry's KV at `entry.slot_mapping(batch.block_size)` and returns
 //!     // one logits row per entry with `needs_logits`.
+//!     let ids: Vec<RequestId> = batch.sampled_ids().collect();
 //!     let mut sampled = Vec::new();
-//!     for id in batch.sampled_ids() {
+//!     for (&id, input) in ids.iter().zip(scheduler.sample_inputs(&ids)) {
 //!         let mut logits = vec![0.0f32; 10];
-//!         let token = scheduler.sample(&mut sampler, id, &mut logits, None).unwrap();
+//!         let token = sampler.sample(&mut logits, input.unwrap());
 //!         sampled.push((id, token.token));
 //!     }
 //!     for finished in scheduler.update_from_output(&batch, &sampled) {

@@ -38,7 +38,7 @@ use crate::error::EngineError;
 use crate::ids::{RequestId, TokenId};
 use crate::kv_cache::{BlockHasher, KvCacheManager};
 use crate::request::{NewRequest, Request};
-use crate::sampling::{AllowedTokens, SampleInput, SampledToken, Sampler, SamplerRng};
+use crate::sampling::{SampleInput, SamplerRng};
 use crate::stop::StopChecker;
 use queue::{QueueKey, TenantSlot, WaitingQueue};
 use std::collections::HashMap;
@@ -125,27 +125,28 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Samples the next token of `id` from its logits row, with the request's own parameters,
-    /// history and RNG, among the tokens `allowed` (all when `None`). `None` if the request is
-    /// unknown.
-    pub fn sample(
-        &mut self,
-        sampler: &mut Sampler,
-        id: RequestId,
-        logits: &mut [f32],
-        allowed: Option<AllowedTokens<'_>>,
-    ) -> Option<SampledToken> {
-        let request = self.requests.get_mut(&id)?;
-        let (params, prompt, output, rng) = request.sampling_parts();
-        let input = SampleInput {
-            params,
-            prompt,
-            output,
-            eos_token_ids: self.stop.eos_token_ids(),
-            rng,
-            allowed,
-        };
-        Some(sampler.sample(logits, input))
+    /// The sampling inputs of `ids` (each request's parameters, history and RNG), in their
+    /// order, `None` for an id it does not hold (or one listed twice); `allowed` is left
+    /// `None`. Each input borrows a different request, so a step's rows can be sampled in
+    /// parallel.
+    pub fn sample_inputs(&mut self, ids: &[RequestId]) -> Vec<Option<SampleInput<'_>>> {
+        let place: HashMap<RequestId, usize> =
+            ids.iter().enumerate().map(|(i, &id)| (id, i)).collect();
+        let mut inputs: Vec<Option<SampleInput<'_>>> = ids.iter().map(|_| None).collect();
+        let eos_token_ids = self.stop.eos_token_ids();
+        for (id, request) in self.requests.iter_mut() {
+            let Some(&i) = place.get(id) else { continue };
+            let (params, prompt, output, rng) = request.sampling_parts();
+            inputs[i] = Some(SampleInput {
+                params,
+                prompt,
+                output,
+                eos_token_ids,
+                rng,
+                allowed: None,
+            });
+        }
+        inputs
     }
 
     /// The model's end-of-sequence tokens.

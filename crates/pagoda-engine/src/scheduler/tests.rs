@@ -3,7 +3,7 @@
 use super::*;
 use crate::ids::{BlockId, CacheSalt, TenantKey};
 use crate::request::RequestStatus;
-use crate::sampling::SamplingParams;
+use crate::sampling::{Sampler, SamplingParams};
 use crate::stop::FinishReason;
 
 const EOS: TokenId = 999;
@@ -450,9 +450,10 @@ fn seeded_tokens(others: u64, steps: usize) -> Vec<TokenId> {
     while s.has_unfinished_requests() {
         let batch = s.schedule();
         let mut sampled = Vec::new();
-        for id in batch.sampled_ids().collect::<Vec<_>>() {
+        let ids: Vec<RequestId> = batch.sampled_ids().collect();
+        for (&id, input) in ids.iter().zip(s.sample_inputs(&ids)) {
             let mut logits: Vec<f32> = (0..32).map(|t| (t % 5) as f32 * 0.5).collect();
-            let token = s.sample(&mut sampler, id, &mut logits, None).unwrap().token;
+            let token = sampler.sample(&mut logits, input.unwrap()).token;
             if id == RequestId(1) {
                 tokens.push(token);
             }
@@ -650,4 +651,20 @@ fn forced_tokens_are_computed_in_the_next_step_and_respect_max_tokens() {
     assert_eq!(done.output_token_ids, [9, 20, 21, 22, 30, 40]);
     assert_eq!(s.kv_cache().num_free_blocks(), 16);
     assert_eq!(s.append_forced(RequestId(1), &[1]), (0, None));
+}
+
+#[test]
+fn sample_inputs_follow_the_ids_and_skip_unknown_and_repeated_ones() {
+    let mut s = scheduler(config(256, 4, 64));
+    add(&mut s, 1, 3, 4);
+    add(&mut s, 2, 5, 4);
+    let ids = [RequestId(2), RequestId(9), RequestId(1), RequestId(2)];
+    let inputs = s.sample_inputs(&ids);
+    let prompts: Vec<Option<usize>> = inputs
+        .iter()
+        .map(|input| input.as_ref().map(|i| i.prompt.len()))
+        .collect();
+    // Request 2 is listed twice: only its last place gets it (one RNG, one borrower).
+    assert_eq!(prompts, [None, None, Some(3), Some(5)]);
+    assert!(inputs.iter().flatten().all(|i| i.allowed.is_none()));
 }
