@@ -3,6 +3,7 @@
 //! attention scores.
 
 mod activation;
+mod attention_partitions;
 mod dot;
 mod isa;
 mod matmul;

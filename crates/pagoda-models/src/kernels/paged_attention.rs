@@ -11,6 +11,9 @@
 
 use rayon::prelude::*;
 
+use super::attention_partitions::{
+    merge_partials, merge_partition, normalize, partition_blocks, state_len, State,
+};
 use super::dot::scale_add;
 use super::isa::{isa, Isa};
 // Shared by tasks that write disjoint rows: here each its own tokens' rows of one KV head group.
@@ -48,6 +51,30 @@ pub fn paged_attention_with(
     dims: AttentionDims,
     out: &mut [f32],
 ) {
+    attention_split(isa, q, kv, batch, dims, out, Split::Auto);
+}
+
+/// Whether the partitions of a long context run as tasks of their own. The result is the
+/// same bits either way: it only changes how the work is spread over the cores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Split {
+    /// When a call has too few (token tile, KV head) tasks to keep every core busy.
+    Auto,
+    #[cfg(test)]
+    Never,
+    #[cfg(test)]
+    Always,
+}
+
+fn attention_split(
+    isa: Isa,
+    q: &[f32],
+    kv: &LayerKv,
+    batch: &ForwardBatch,
+    dims: AttentionDims,
+    out: &mut [f32],
+    split: Split,
+) {
     assert!(isa.is_supported(), "kernel path {isa} not supported here");
     assert_eq!(q.len(), batch.num_tokens() * dims.num_heads * dims.head_dim);
     assert_eq!(out.len(), q.len());
@@ -69,6 +96,7 @@ pub fn paged_attention_with(
             },
             q,
             out,
+            split,
         ),
         (KvData::F16(k), KvData::F16(v)) => run(
             isa,
@@ -81,6 +109,7 @@ pub fn paged_attention_with(
             },
             q,
             out,
+            split,
         ),
         (KvData::BF16(k), KvData::BF16(v)) => run(
             isa,
@@ -93,6 +122,7 @@ pub fn paged_attention_with(
             },
             q,
             out,
+            split,
         ),
         _ => unreachable!("K and V are allocated with one dtype"),
     }
@@ -112,8 +142,20 @@ struct Call<'a, W> {
 /// (a prefill chunk reads and widens its context once per tile, not once per token).
 const TILE_TOKENS: usize = 8;
 
-fn run<W: Elem>(isa: Isa, call: Call<'_, W>, q: &[f32], out: &mut [f32]) {
+/// One task: KV head `kv_head` of tokens `t0..t1` over partitions `parts`; `partial` is
+/// where it leaves its one partition's state, or `None` to finish the outputs itself.
+#[derive(Clone, Copy)]
+struct Task {
+    t0: usize,
+    t1: usize,
+    kv_head: usize,
+    parts: (usize, usize),
+    partial: Option<usize>,
+}
+
+fn run<W: Elem>(isa: Isa, call: Call<'_, W>, q: &[f32], out: &mut [f32], split: Split) {
     let batch = call.batch;
+    let dims = call.dims;
     let mut tiles = Vec::new();
     let mut t = 0;
     while t < batch.num_tokens() {
@@ -126,37 +168,113 @@ fn run<W: Elem>(isa: Isa, call: Call<'_, W>, q: &[f32], out: &mut [f32]) {
         tiles.push((t, end));
         t = end;
     }
-    let kv_heads = call.dims.num_kv_heads;
+    let kv_heads = dims.num_kv_heads;
+    let pb = partition_blocks(dims.block_size);
+    let parts = |(t0, t1): (usize, usize)| {
+        let (first, last) = block_range(call, t0, t1);
+        (first / pb, last / pb + 1)
+    };
+    let split = match split {
+        Split::Auto => tiles.len() * kv_heads < 2 * rayon::current_num_threads(),
+        #[cfg(test)]
+        Split::Never => false,
+        #[cfg(test)]
+        Split::Always => true,
+    };
+    let heads = dims.num_heads / kv_heads;
+    let state = state_len(heads, dims.head_dim);
+    let mut tasks = Vec::with_capacity(tiles.len() * kv_heads);
+    // (tile, KV head, first partition state, partitions) of the tiles that were split.
+    let mut merges = Vec::new();
+    let mut scratch_len = 0;
+    for &(t0, t1) in &tiles {
+        let (p0, p1) = parts((t0, t1));
+        for kv_head in 0..kv_heads {
+            if !split || p1 - p0 == 1 {
+                let parts = (p0, p1);
+                tasks.push(Task {
+                    t0,
+                    t1,
+                    kv_head,
+                    parts,
+                    partial: None,
+                });
+                continue;
+            }
+            merges.push(((t0, t1), kv_head, scratch_len, p1 - p0));
+            for p in p0..p1 {
+                let partial = Some(scratch_len);
+                tasks.push(Task {
+                    t0,
+                    t1,
+                    kv_head,
+                    parts: (p, p + 1),
+                    partial,
+                });
+                scratch_len += (t1 - t0) * state;
+            }
+        }
+    }
+    let mut scratch = vec![0.0f32; scratch_len];
     let out = OutPtr(out.as_mut_ptr());
-    (0..tiles.len() * kv_heads)
+    let scratch_ptr = OutPtr(scratch.as_mut_ptr());
+    tasks
         .into_par_iter()
-        .for_each(|task| {
-            let (t0, t1) = tiles[task / kv_heads];
-            attend_tile(isa, call, t0, t1, task % kv_heads, q, out);
+        .for_each(|task| attend_tile(isa, call, task, q, out, scratch_ptr));
+    merges
+        .into_par_iter()
+        .for_each(|((t0, t1), kv_head, at, num_parts)| {
+            // SAFETY: the partial states were written above; each merge writes its own rows.
+            unsafe { merge_partials(dims, t0, t1, kv_head, &scratch[at..], num_parts, out) }
         });
+}
+
+/// The first and last logical blocks any token of `t0..t1` reads.
+fn block_range<W>(call: Call<'_, W>, t0: usize, t1: usize) -> (usize, usize) {
+    let (batch, dims) = (call.batch, call.dims);
+    let bs = dims.block_size;
+    let span = |t: usize| span(batch, dims, t);
+    let first = (t0..t1).map(|t| span(t).0 / bs).min().unwrap_or(0);
+    let last = (t0..t1).map(|t| (span(t).1 - 1) / bs).max().unwrap_or(0);
+    (first, last)
+}
+
+/// The keys token `t` sees: `[start, end)` positions of its sequence.
+fn span(batch: &ForwardBatch, dims: AttentionDims, t: usize) -> (usize, usize) {
+    let end = batch.positions[t] + 1;
+    (
+        dims.sliding_window.map_or(0, |w| end.saturating_sub(w)),
+        end,
+    )
 }
 
 multiversion!(fn attend_tile<W: Elem>(
     call: Call<'_, W>,
-    t0: usize,
-    t1: usize,
-    kv_head: usize,
+    task: Task,
     q: &[f32],
     out: OutPtr,
+    scratch: OutPtr,
 ) = attend);
 
 /// Tokens `t0..t1` (one sequence) against KV head `kv_head`, for the query heads of its
-/// group. Each (token, head) runs its own online softmax over its own keys in logical block
-/// order, exactly as it would alone: the tile only shares the loads.
+/// group, over the task's partitions of the context. Each (token, head) runs its own online
+/// softmax over its own keys of a partition in logical block order, exactly as it would
+/// alone (the tile only shares the loads), and the partitions are merged in order.
 #[inline(always)]
 unsafe fn attend<S: Simd16, W: Elem>(
     call: Call<'_, W>,
-    t0: usize,
-    t1: usize,
-    kv_head: usize,
+    task: Task,
     q: &[f32],
     out: OutPtr,
+    scratch: OutPtr,
 ) {
+    let Task {
+        t0,
+        t1,
+        kv_head,
+        parts,
+        partial,
+    } = task;
     let Call {
         k,
         v,
@@ -171,20 +289,35 @@ unsafe fn attend<S: Simd16, W: Elem>(
     let row_len = dims.num_heads * hd;
     let tokens = t1 - t0;
     let seq = &batch.sequences[batch.token_sequence[t0]];
-    let span = |t: usize| {
-        let end = batch.positions[t] + 1;
-        (
-            dims.sliding_window.map_or(0, |w| end.saturating_sub(w)),
-            end,
-        )
-    };
+    let span = |t: usize| span(batch, dims, t);
     let scale = 1.0 / (hd as f32).sqrt();
 
-    let outs: Vec<*mut f32> = (t0..t1)
+    let rows: Vec<*mut f32> = (t0..t1)
         .map(|t| out.0.add(t * row_len + kv_head * group_len))
         .collect();
-    for &o in &outs {
-        std::ptr::write_bytes(o, 0, group_len);
+    // One partition that ends the work: the partition's outputs go straight to the output
+    // rows. Otherwise they go to `part_out`, and are merged into `acc` partition by partition
+    // (or left in `scratch` for a split task's merge).
+    let direct = partial.is_none() && parts.1 - parts.0 == 1;
+    let mut part_out = vec![0.0f32; if direct { 0 } else { tokens * group_len }];
+    let outs: Vec<*mut f32> = if direct {
+        rows.clone()
+    } else {
+        (0..tokens)
+            .map(|ti| part_out.as_mut_ptr().add(ti * group_len))
+            .collect()
+    };
+    let state = state_len(heads, hd);
+    let mut acc = vec![
+        0.0f32;
+        if direct || partial.is_some() {
+            0
+        } else {
+            tokens * state
+        }
+    ];
+    for ti in 0..acc.len() / state.max(1) {
+        State::empty(&mut acc[ti * state..(ti + 1) * state], heads, hd);
     }
     let mut running_max = vec![f32::NEG_INFINITY; tokens * heads];
     // Softmax denominators, lane by lane (folded once at the end): a serial sum over the keys
@@ -200,119 +333,140 @@ unsafe fn attend<S: Simd16, W: Elem>(
     let mut keys_f32 = vec![0.0f32; if W::IS_F32 { 0 } else { hd * bs }];
     let mut values_f32 = vec![0.0f32; if W::IS_F32 { 0 } else { bs * hd }];
     let (kp, vp) = (k.as_ptr(), v.as_ptr());
-    let first_block = (t0..t1).map(|t| span(t).0 / bs).min().unwrap_or(0);
-    let last_block = (t0..t1).map(|t| (span(t).1 - 1) / bs).max().unwrap_or(0);
-    for logical in first_block..=last_block {
-        let block_start = seq.block_table[logical] as usize * bs;
-        // The slots of this block any token of the tile reads.
-        let used_end = (t0..t1)
-            .map(|t| {
-                span(t)
-                    .1
-                    .min((logical + 1) * bs)
-                    .saturating_sub(logical * bs)
-            })
-            .max()
-            .unwrap_or(0);
-        // SAFETY (all pointer arithmetic below): the batch was validated against the cache,
-        // so every slot of the block exists; a full vector of keys is only loaded when its
-        // 16 keys lie inside the block.
-        let block_keys = kp.add(layout.key(block_start, kv_head));
-        let block_values = vp.add(layout.value(block_start, kv_head));
-        let (keys, values, value_stride) = if W::IS_F32 {
-            (
-                block_keys as *const f32,
-                block_values as *const f32,
-                layout.slot_width(),
-            )
-        } else {
-            widen::<S, W>(block_keys, hd * bs, keys_f32.as_mut_ptr());
-            for i in 0..used_end {
-                let row = block_values.add(i * layout.slot_width());
-                widen::<S, W>(row, hd, values_f32.as_mut_ptr().add(i * hd));
-            }
-            (keys_f32.as_ptr(), values_f32.as_ptr(), hd)
-        };
-        // The tokens that see this block: (index in the tile, first key, keys seen).
-        let mut active = [(0usize, 0usize, 0usize); TILE_TOKENS];
-        let mut num_active = 0;
-        for (ti, t) in (t0..t1).enumerate() {
-            let (start, end) = span(t);
-            if logical < start / bs || logical > (end - 1) / bs {
-                continue;
-            }
-            let lo = start.max(logical * bs);
-            let hi = end.min((logical + 1) * bs);
-            active[num_active] = (ti, lo - logical * bs, hi - lo);
-            num_active += 1;
+    let (first_block, last_block) = block_range(call, t0, t1);
+    let pb = partition_blocks(bs);
+    for part in parts.0..parts.1 {
+        for &o in &outs {
+            std::ptr::write_bytes(o, 0, group_len);
         }
-        let active = &active[..num_active];
-        // Scored together when every token sees the block from its first key and the block
-        // is whole vectors: each K load then feeds several tokens' chains. Each score is the
-        // same in-order chain as alone.
-        let joint = wide && bs % LANES == 0 && active.iter().all(|a| a.1 == 0);
-        if joint {
-            let most = active.iter().map(|a| a.2).max().unwrap_or(0);
-            for group in active.chunks(4) {
-                let mut qs = [std::ptr::null::<f32>(); 4];
-                let mut outs_s = [std::ptr::null_mut::<f32>(); 4];
-                for (g, &(ti, _, _)) in group.iter().enumerate() {
-                    qs[g] = q.as_ptr().add((t0 + ti) * row_len + kv_head * group_len);
-                    outs_s[g] = tile_scores.as_mut_ptr().add(ti * heads * padded);
+        running_max.fill(f32::NEG_INFINITY);
+        sums.fill(0.0);
+        for logical in first_block.max(part * pb)..=last_block.min((part + 1) * pb - 1) {
+            let block_start = seq.block_table[logical] as usize * bs;
+            // The slots of this block any token of the tile reads.
+            let used_end = (t0..t1)
+                .map(|t| {
+                    span(t)
+                        .1
+                        .min((logical + 1) * bs)
+                        .saturating_sub(logical * bs)
+                })
+                .max()
+                .unwrap_or(0);
+            // SAFETY (all pointer arithmetic below): the batch was validated against the cache,
+            // so every slot of the block exists; a full vector of keys is only loaded when its
+            // 16 keys lie inside the block.
+            let block_keys = kp.add(layout.key(block_start, kv_head));
+            let block_values = vp.add(layout.value(block_start, kv_head));
+            let (keys, values, value_stride) = if W::IS_F32 {
+                (
+                    block_keys as *const f32,
+                    block_values as *const f32,
+                    layout.slot_width(),
+                )
+            } else {
+                widen::<S, W>(block_keys, hd * bs, keys_f32.as_mut_ptr());
+                for i in 0..used_end {
+                    let row = block_values.add(i * layout.slot_width());
+                    widen::<S, W>(row, hd, values_f32.as_mut_ptr().add(i * hd));
                 }
-                score_tile::<S>(
-                    group.len(),
-                    &qs,
-                    &outs_s,
+                (keys_f32.as_ptr(), values_f32.as_ptr(), hd)
+            };
+            // The tokens that see this block: (index in the tile, first key, keys seen).
+            let mut active = [(0usize, 0usize, 0usize); TILE_TOKENS];
+            let mut num_active = 0;
+            for (ti, t) in (t0..t1).enumerate() {
+                let (start, end) = span(t);
+                if logical < start / bs || logical > (end - 1) / bs {
+                    continue;
+                }
+                let lo = start.max(logical * bs);
+                let hi = end.min((logical + 1) * bs);
+                active[num_active] = (ti, lo - logical * bs, hi - lo);
+                num_active += 1;
+            }
+            let active = &active[..num_active];
+            // Scored together when every token sees the block from its first key and the block
+            // is whole vectors: each K load then feeds several tokens' chains. Each score is the
+            // same in-order chain as alone.
+            let joint = wide && bs % LANES == 0 && active.iter().all(|a| a.1 == 0);
+            if joint {
+                let most = active.iter().map(|a| a.2).max().unwrap_or(0);
+                for group in active.chunks(4) {
+                    let mut qs = [std::ptr::null::<f32>(); 4];
+                    let mut outs_s = [std::ptr::null_mut::<f32>(); 4];
+                    for (g, &(ti, _, _)) in group.iter().enumerate() {
+                        qs[g] = q.as_ptr().add((t0 + ti) * row_len + kv_head * group_len);
+                        outs_s[g] = tile_scores.as_mut_ptr().add(ti * heads * padded);
+                    }
+                    score_tile::<S>(
+                        group.len(),
+                        &qs,
+                        &outs_s,
+                        keys,
+                        hd,
+                        bs,
+                        padded,
+                        heads,
+                        most,
+                        scale,
+                    );
+                }
+            }
+            for &(ti, first, n) in active {
+                let token = Token {
+                    q: q.as_ptr().add((t0 + ti) * row_len + kv_head * group_len),
+                    out: outs[ti],
+                    running_max: running_max.as_mut_ptr().add(ti * heads),
+                    sums: sums.as_mut_ptr().add(ti * heads * LANES),
+                };
+                let keys = Keys {
+                    keys: keys.add(first),
+                    values: values.add(first * value_stride),
+                    value_stride,
+                    n,
+                    room: bs - first,
+                };
+                let scores: &mut [f32] = if joint {
+                    &mut tile_scores[ti * heads * padded..(ti + 1) * heads * padded]
+                } else {
+                    &mut scores
+                };
+                block_step::<S>(
+                    token,
                     keys,
-                    hd,
-                    bs,
-                    padded,
+                    dims,
                     heads,
-                    most,
+                    padded,
                     scale,
+                    joint,
+                    scores,
+                    &mut correction,
                 );
             }
         }
-        for &(ti, first, n) in active {
-            let token = Token {
-                q: q.as_ptr().add((t0 + ti) * row_len + kv_head * group_len),
-                out: outs[ti],
-                running_max: running_max.as_mut_ptr().add(ti * heads),
-                sums: sums.as_mut_ptr().add(ti * heads * LANES),
+        // The partition's state per token: (outputs, maxima, lane sums) in `state_len` layout.
+        for ti in 0..tokens {
+            let mut part = State {
+                out: std::slice::from_raw_parts_mut(outs[ti], group_len),
+                max: &mut running_max[ti * heads..(ti + 1) * heads],
+                sums: &mut sums[ti * heads * LANES..(ti + 1) * heads * LANES],
             };
-            let keys = Keys {
-                keys: keys.add(first),
-                values: values.add(first * value_stride),
-                value_stride,
-                n,
-                room: bs - first,
-            };
-            let scores: &mut [f32] = if joint {
-                &mut tile_scores[ti * heads * padded..(ti + 1) * heads * padded]
+            if direct {
+                part.normalize_in_place(heads, hd);
+            } else if let Some(at) = partial {
+                let dst = std::slice::from_raw_parts_mut(scratch.0.add(at + ti * state), state);
+                part.store(dst);
             } else {
-                &mut scores
-            };
-            block_step::<S>(
-                token,
-                keys,
-                dims,
-                heads,
-                padded,
-                scale,
-                joint,
-                scores,
-                &mut correction,
-            );
+                let mut a = State::split(&mut acc[ti * state..(ti + 1) * state], heads, hd);
+                merge_partition(&mut a, &part, heads, hd);
+            }
         }
     }
-    for (ti, &o) in outs.iter().enumerate() {
-        for h in 0..heads {
-            let lanes = &sums[(ti * heads + h) * LANES..(ti * heads + h + 1) * LANES];
-            let inv = 1.0 / fold(lanes);
-            for d in 0..hd {
-                *o.add(h * hd + d) *= inv;
-            }
+    if !direct && partial.is_none() {
+        for (ti, &row) in rows.iter().enumerate() {
+            let a = State::split(&mut acc[ti * state..(ti + 1) * state], heads, hd);
+            normalize(&a, heads, hd, row);
         }
     }
 }
@@ -454,7 +608,7 @@ unsafe fn horizontal_max<S: Simd16>(v: S) -> f32 {
 }
 
 /// Sixteen lanes summed in a fixed tree (lane `l` with `l + 8`, then pairs).
-fn fold(lanes: &[f32]) -> f32 {
+pub(super) fn fold(lanes: &[f32]) -> f32 {
     let h: [f32; 8] = std::array::from_fn(|l| lanes[l] + lanes[l + 8]);
     ((h[0] + h[4]) + (h[2] + h[6])) + ((h[1] + h[5]) + (h[3] + h[7]))
 }
@@ -679,6 +833,19 @@ mod tests {
     /// path: each within `tol` of plain softmax attention on the stored K/V, and all paths
     /// bitwise equal.
     fn check(head_dim: usize, block_size: usize, window: Option<usize>, dtype: WeightDtype) {
+        // Every block full but the last, which holds 3 tokens.
+        check_len(head_dim, block_size, window, dtype, 2 * block_size + 3, 1);
+    }
+
+    /// `check` over `tokens` tokens, the reference computed for every `stride`-th token.
+    fn check_len(
+        head_dim: usize,
+        block_size: usize,
+        window: Option<usize>,
+        dtype: WeightDtype,
+        tokens: usize,
+        stride: usize,
+    ) {
         let tol = 1e-5;
         let dims = AttentionDims {
             num_heads: 4,
@@ -693,10 +860,14 @@ mod tests {
             num_kv_heads: 2,
             head_dim,
         };
-        let mut kv = LayerKv::new(dtype, 6, layout);
-        let table = [5u32, 1, 3];
-        // Every block full but the last, which holds 3 tokens.
-        let tokens = 2 * block_size + 3;
+        // Blocks scattered over a cache with three more than needed.
+        let needed = tokens.div_ceil(block_size);
+        let num_blocks = needed + 3;
+        let mut kv = LayerKv::new(dtype, num_blocks, layout);
+        let table: Vec<u32> = (0..needed)
+            .map(|i| ((i * 7 + 5) % num_blocks) as u32)
+            .collect();
+        assert!(num_blocks % 7 != 0, "the table must not repeat a block");
         let k_new = values(tokens * width, 1);
         let v_new = values(tokens * width, 2);
         let mut batch = ForwardBatch::new(block_size);
@@ -708,7 +879,7 @@ mod tests {
         let q = values(tokens * q_width, 3);
         let mut scalar = vec![0.0; tokens * q_width];
         paged_attention_with(Isa::Scalar, &q, &kv, &batch, dims, &mut scalar);
-        for t in 0..tokens {
+        for t in (0..tokens).step_by(stride).chain([tokens - 1]) {
             for h in 0..4 {
                 let g = h / 2;
                 let row = |src: &[f32], p: usize| -> Vec<f32> {
@@ -741,22 +912,35 @@ mod tests {
                 .zip(&scalar)
                 .all(|(a, b)| a.to_bits() == b.to_bits());
             assert!(same, "{isa} differs from scalar ({dtype}, hd={head_dim})");
-            // Each token alone (as in decode) gets the bits it got in its tile.
-            for t in 0..tokens {
+            // Partitions of a long context as tasks of their own or walked by one: the same.
+            for split in [Split::Never, Split::Always] {
+                let mut other = vec![0.0; tokens * q_width];
+                attention_split(isa, &q, &kv, &batch, dims, &mut other, split);
+                let same = other
+                    .iter()
+                    .zip(&out)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{isa} {split:?} differs ({dtype}, {tokens} tokens)");
+            }
+            // Each token alone (as in decode, split over partitions or not) gets the bits it
+            // got in its tile.
+            for t in (0..tokens).step_by(stride).chain([tokens - 1]) {
                 let mut alone = ForwardBatch::new(block_size);
                 alone.push(&[0], t, &table, LogitsWanted::Last).unwrap();
-                let mut got = vec![0.0; q_width];
                 let row = &q[t * q_width..(t + 1) * q_width];
-                paged_attention_with(isa, row, &kv, &alone, dims, &mut got);
                 let want = &out[t * q_width..(t + 1) * q_width];
-                let same = got
-                    .iter()
-                    .zip(want)
-                    .all(|(a, b)| a.to_bits() == b.to_bits());
-                assert!(
-                    same,
-                    "{isa}: token {t} alone differs from its tile ({dtype})"
-                );
+                for split in [Split::Auto, Split::Never, Split::Always] {
+                    let mut got = vec![0.0; q_width];
+                    attention_split(isa, row, &kv, &alone, dims, &mut got, split);
+                    let same = got
+                        .iter()
+                        .zip(want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(
+                        same,
+                        "{isa} {split:?}: token {t} alone differs from its tile ({dtype})"
+                    );
+                }
             }
         }
     }
@@ -774,5 +958,13 @@ mod tests {
                 check(64, 16, Some(window), dtype);
             }
         }
+    }
+
+    #[test]
+    fn long_contexts_merge_their_partitions_alike_split_or_not() {
+        // 1,100 keys: three partitions of 512 (a window of 600 spans two or three).
+        check_len(64, 16, None, WeightDtype::F32, 1100, 131);
+        check_len(64, 16, Some(600), WeightDtype::F16, 1100, 131);
+        check_len(128, 32, None, WeightDtype::BF16, 1030, 131);
     }
 }
