@@ -3,7 +3,8 @@
 # 32 requests in flight, 96 in all, 128 prompt + 128 output tokens. The first 32 arrive
 # together; the rest arrive one by one as earlier ones finish, so TTFT after the first wave
 # shows how each server admits new prompts while others decode. Pagoda first, then
-# llama-server with 32 slots; then scripts/ttft_after_first_wave.py summarises both.
+# llama-server with 32 slots, PAIRS times (default 1) alternated; then
+# scripts/ttft_after_first_wave.py summarises every run and the medians per server.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PEER_DIR=${PEER_DIR:-/work/peer}
@@ -30,18 +31,23 @@ bench() { # PORT NAME
     --concurrency 32 --num-requests 96 --out-dir "$OUT_DIR/$2" --no-plots >"$OUT_DIR/$2.txt"
 }
 
-"$PAGODA" serve --model "$MODEL_DIR" --port "$PORT" --served-model-name pagoda \
-  --max-num-seqs 32 --max-model-len 2048 >"$OUT_DIR/pagoda-serve.log" 2>&1 &
-server=$!
-wait_ready "$PORT"
-bench "$PORT" pagoda
-kill -TERM "$server"; wait "$server" || true
+PAIRS=${PAIRS:-1}
+runs=()
+for pair in $(seq "$PAIRS"); do
+  "$PAGODA" serve --model "$MODEL_DIR" --port "$PORT" --served-model-name pagoda \
+    --max-num-seqs 32 --max-model-len 2048 >"$OUT_DIR/pagoda-serve.log" 2>&1 &
+  server=$!
+  wait_ready "$PORT"
+  bench "$PORT" "pagoda-$pair"
+  kill -TERM "$server"; wait "$server" || true
 
-"$PEER_DIR/bin/llama-server" -m "$GGUF" --host 127.0.0.1 --port "$((PORT + 1))" -t 2 \
-  -np 32 -c 16384 --no-webui >"$OUT_DIR/llama-server.log" 2>&1 &
-server=$!
-wait_ready "$((PORT + 1))"
-bench "$((PORT + 1))" llama.cpp
-kill -TERM "$server"; wait "$server" || true
+  "$PEER_DIR/bin/llama-server" -m "$GGUF" --host 127.0.0.1 --port "$((PORT + 1))" -t 2 \
+    -np 32 -c 16384 --no-webui >"$OUT_DIR/llama-server.log" 2>&1 &
+  server=$!
+  wait_ready "$((PORT + 1))"
+  bench "$((PORT + 1))" "llama.cpp-$pair"
+  kill -TERM "$server"; wait "$server" || true
+  runs+=("$OUT_DIR/pagoda-$pair" "$OUT_DIR/llama.cpp-$pair")
+done
 
-python3 "$ROOT/scripts/ttft_after_first_wave.py" "$OUT_DIR/pagoda" "$OUT_DIR/llama.cpp"
+python3 "$ROOT/scripts/ttft_after_first_wave.py" --medians "${runs[@]}"
