@@ -8,9 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pagoda_engine::{
-    AllowedTokens, FinishReason, FinishedRequest, NewRequest, RequestId, SampleInput,
-    SampledToken, Sampler,
-    ScheduledBatch, Scheduler, StopStringMatcher, StopStringSet,
+    AllowedTokens, FinishReason, FinishedRequest, NewRequest, RequestId, SampleInput, SampledToken,
+    Sampler, ScheduledBatch, Scheduler, StopStringMatcher, StopStringSet,
 };
 use pagoda_models::{ForwardBatch, LogitsWanted, ModelRunner};
 use pagoda_structured::{Constraint, TokenMask};
@@ -516,7 +515,8 @@ impl EngineCore {
         }
         let per_worker = rows.len().div_ceil(workers).max(1);
         if workers == 1 {
-            rows.iter_mut().for_each(|row| row.sample(&mut self.samplers[0]));
+            rows.iter_mut()
+                .for_each(|row| row.sample(&mut self.samplers[0]));
         } else {
             use rayon::prelude::*;
             rows.par_chunks_mut(per_worker)
@@ -532,9 +532,9 @@ impl EngineCore {
         let on = self.faults.panic_sampling_on_token;
         ids.iter()
             .map(|&id| {
-                self.scheduler.request(id).is_some_and(|r| {
-                    crate::faults::FaultInjection::hits(on, r.prompt_token_ids())
-                })
+                self.scheduler
+                    .request(id)
+                    .is_some_and(|r| crate::faults::FaultInjection::hits(on, r.prompt_token_ids()))
             })
             .collect()
     }

@@ -132,7 +132,11 @@ mod tests {
             })
             .collect();
         let max = max_ignoring_nan(&row);
-        let want_max = row.iter().copied().filter(|x| !x.is_nan()).fold(f32::MIN, f32::max);
+        let want_max = row
+            .iter()
+            .copied()
+            .filter(|x| !x.is_nan())
+            .fold(f32::MIN, f32::max);
         assert_eq!(max, want_max);
         let got = sum_exp_shifted(&row, max);
         let want: f64 = row
