@@ -867,7 +867,7 @@ mod tests {
         let table: Vec<u32> = (0..needed)
             .map(|i| ((i * 7 + 5) % num_blocks) as u32)
             .collect();
-        assert!(num_blocks % 7 != 0, "the table must not repeat a block");
+        assert!(!num_blocks.is_multiple_of(7), "the table must not repeat a block");
         let k_new = values(tokens * width, 1);
         let v_new = values(tokens * width, 2);
         let mut batch = ForwardBatch::new(block_size);
