@@ -25,28 +25,32 @@ wait_ready() {
   return 1
 }
 
-bench() { # PORT NAME
+bench() { # PORT MODEL RUN
   "$PAGODA" bench serve --base-url "http://127.0.0.1:$1" --model "$2" --no-progress \
     --tokenizer "$MODEL_DIR/tokenizer.json" --workload random --input-len 128 --output-len 128 \
-    --concurrency 32 --num-requests 96 --out-dir "$OUT_DIR/$2" --no-plots >"$OUT_DIR/$2.txt"
+    --concurrency 32 --num-requests 96 --out-dir "$OUT_DIR/$3" --no-plots >"$OUT_DIR/$3.txt"
 }
 
 PAIRS=${PAIRS:-1}
 runs=()
+server=""
+# A failed run must not leave its server holding the port for the next one.
+trap '[ -n "$server" ] && kill -TERM "$server" 2>/dev/null || true' EXIT
 for pair in $(seq "$PAIRS"); do
   "$PAGODA" serve --model "$MODEL_DIR" --port "$PORT" --served-model-name pagoda \
     --max-num-seqs 32 --max-model-len 2048 >"$OUT_DIR/pagoda-serve.log" 2>&1 &
   server=$!
   wait_ready "$PORT"
-  bench "$PORT" "pagoda-$pair"
+  bench "$PORT" pagoda "pagoda-$pair"
   kill -TERM "$server"; wait "$server" || true
 
   "$PEER_DIR/bin/llama-server" -m "$GGUF" --host 127.0.0.1 --port "$((PORT + 1))" -t 2 \
     -np 32 -c 16384 --no-webui >"$OUT_DIR/llama-server.log" 2>&1 &
   server=$!
   wait_ready "$((PORT + 1))"
-  bench "$((PORT + 1))" "llama.cpp-$pair"
+  bench "$((PORT + 1))" llama.cpp "llama.cpp-$pair"
   kill -TERM "$server"; wait "$server" || true
+  server=""
   runs+=("$OUT_DIR/pagoda-$pair" "$OUT_DIR/llama.cpp-$pair")
 done
 
