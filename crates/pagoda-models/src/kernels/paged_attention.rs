@@ -175,7 +175,7 @@ fn run<W: Elem>(isa: Isa, call: Call<'_, W>, q: &[f32], out: &mut [f32], split: 
         (first / pb, last / pb + 1)
     };
     let split = match split {
-        Split::Auto => tiles.len() * kv_heads < 2 * rayon::current_num_threads(),
+        Split::Auto => tiles.len() * kv_heads < rayon::current_num_threads(),
         #[cfg(test)]
         Split::Never => false,
         #[cfg(test)]
