@@ -1,9 +1,11 @@
 //! Attention of each new token over its sequence's paged KV cache, on all cores.
 //!
-//! One task per (token, KV head): the query heads sharing that KV head (grouped-query
-//! attention) are scored together, so each cached key and value is read once per group.
-//! Scores go block by block with an online softmax (running max and sum, rescaling the
-//! partial output), so no score matrix is materialised and no exp overflows. A token at
+//! One task per (tile of up to 8 tokens, KV head): the query heads sharing that KV head
+//! (grouped-query attention) are scored together, so each cached key and value is read once
+//! per group. Scores go block by block with an online softmax (running max and sum,
+//! rescaling the partial output), so no score matrix is materialised and no exp overflows;
+//! the softmax restarts at each partition of 512 keys and partitions are merged in order
+//! (`attention_partitions.rs`), which lets a long context be split over cores. A token at
 //! position p sees positions up to p only, which makes attention causal among the new tokens
 //! and full over the cached context. Keys are visited in logical block order whatever the
 //! physical block numbers, so a token's result is the same whichever way its sequence was
@@ -867,7 +869,10 @@ mod tests {
         let table: Vec<u32> = (0..needed)
             .map(|i| ((i * 7 + 5) % num_blocks) as u32)
             .collect();
-        assert!(!num_blocks.is_multiple_of(7), "the table must not repeat a block");
+        assert!(
+            !num_blocks.is_multiple_of(7),
+            "the table must not repeat a block"
+        );
         let k_new = values(tokens * width, 1);
         let v_new = values(tokens * width, 2);
         let mut batch = ForwardBatch::new(block_size);
