@@ -478,9 +478,9 @@ impl EngineCore {
     }
 
     /// Samples row `i` of `logits` for `ids[i]`, among `allowed[i]` (rows whose mask failed are
-    /// skipped), the rows split over the kernels' pool: sampling a 151,936-entry vocabulary
-    /// row is about half a millisecond, 32 of them in turn were a tenth of a decode step. A
-    /// panic while sampling a row fails that request alone.
+    /// skipped), the rows split over the kernels' pool: a 151,936-entry row takes ~0.7 ms at
+    /// temperature 1, and 32 rows in turn would leave the other cores idle. A panic while
+    /// sampling a row fails that request alone.
     fn sample_rows(
         &mut self,
         ids: &[RequestId],
