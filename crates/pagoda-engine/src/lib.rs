@@ -45,7 +45,8 @@ pub use kv_cache::{KvCacheManager, PrefixCacheStats};
 pub use request::{NewRequest, Request, RequestStatus};
 pub use sampling::{AllowedTokens, SampleInput, SampledToken, Sampler, SamplerRng, SamplingParams};
 pub use scheduler::{
-    FinishedRequest, ScheduledBatch, ScheduledRequest, Scheduler, SchedulerConfig,
+    FinishedRequest, ScheduledBatch, ScheduledRequest, Scheduler, SchedulerConfig, StepCostModel,
+    StepShape,
 };
 pub use stop::{
     FinishReason, StopChecker, StopHit, StopStringMatcher, StopStringOutput, StopStringSet,

@@ -32,6 +32,9 @@ pub struct NewRequest {
     pub cache_salt: Option<CacheSalt>,
     /// Whose work this is, for fair queueing; `None` is the anonymous tenant.
     pub tenant: Option<TenantKey>,
+    /// Inter-token latency this request's SLO class asks for: while it runs, steps are sized
+    /// to stay under it (the tightest running target wins).
+    pub itl_target_ms: Option<u32>,
 }
 
 impl NewRequest {
@@ -49,6 +52,7 @@ impl NewRequest {
             priority: 0,
             cache_salt: None,
             tenant: None,
+            itl_target_ms: None,
         }
     }
 
@@ -67,6 +71,11 @@ impl NewRequest {
         self
     }
 
+    pub fn with_itl_target_ms(mut self, ms: u32) -> Self {
+        self.itl_target_ms = Some(ms);
+        self
+    }
+
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
         self
@@ -82,6 +91,7 @@ pub struct Request {
     pub(crate) arrival: u64,
     pub(crate) cache_salt: Option<CacheSalt>,
     pub(crate) tenant: Option<TenantKey>,
+    pub(crate) itl_target_ms: Option<u32>,
     pub(crate) sampling: Arc<SamplingParams>,
     pub(crate) rng: SamplerRng,
     /// Prompt followed by the output so far.
@@ -111,6 +121,7 @@ impl Request {
             arrival,
             cache_salt: new.cache_salt,
             tenant: new.tenant,
+            itl_target_ms: new.itl_target_ms,
             sampling: new.sampling,
             rng,
             num_prompt_tokens: new.prompt_token_ids.len(),

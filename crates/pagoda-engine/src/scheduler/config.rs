@@ -22,6 +22,14 @@ pub struct SchedulerConfig {
     pub hash_seed: u64,
     /// Seed for requests that bring none of their own; `None` seeds from the clock.
     pub sampling_seed: Option<u64>,
+    /// Step time to stay under (ms) for every request; requests may ask for less
+    /// (`NewRequest::itl_target_ms`). With a target, steps are sized by the fitted step-cost
+    /// model: decodes first, then prefill chunks in the time left. `None` and no request
+    /// targets: steps are sized by `max_num_batched_tokens` alone.
+    pub target_itl_ms: Option<u32>,
+    /// Prefill tokens a timed step runs even when the decodes leave no time, so that waiting
+    /// prompts always progress.
+    pub min_prefill_tokens: usize,
 }
 
 impl Default for SchedulerConfig {
@@ -36,6 +44,8 @@ impl Default for SchedulerConfig {
             enable_prefix_caching: true,
             hash_seed: crate::kv_cache::block_hash::DEFAULT_HASH_SEED,
             sampling_seed: None,
+            target_itl_ms: None,
+            min_prefill_tokens: 16,
         }
     }
 }
@@ -58,6 +68,12 @@ impl SchedulerConfig {
         positive("block_size", self.block_size)?;
         positive("num_blocks", self.num_blocks)?;
         positive("max_model_len", self.max_model_len)?;
+        if self.target_itl_ms == Some(0) {
+            return Err(EngineError::InvalidConfig {
+                field: "target_itl_ms",
+                reason: "must be at least 1 ms".into(),
+            });
+        }
         if self.num_blocks > u32::MAX as usize {
             return Err(EngineError::InvalidConfig {
                 field: "num_blocks",

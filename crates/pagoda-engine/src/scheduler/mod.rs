@@ -15,8 +15,9 @@
 //! Driving it, once per step:
 //! 1. `schedule()` -> `ScheduledBatch`;
 //! 2. the runner computes logits for the entries with `needs_logits`;
-//! 3. `sample()` per such entry;
-//! 4. `update_from_output(&batch, &sampled)` -> finished requests.
+//! 3. `sample_inputs()` for those entries, sampled;
+//! 4. `update_from_output(&batch, &sampled)` -> finished requests;
+//! 5. `record_step_time(&batch, elapsed)`, for steps sized by time (`timed.rs`).
 //!
 //! `abort()` and `finish()` may be called between steps.
 
@@ -25,13 +26,18 @@ mod config;
 mod fair;
 mod queue;
 mod step;
+mod step_cost;
+mod timed;
 mod update;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod timed_tests;
 
 pub use batch::{ScheduledBatch, ScheduledRequest};
 pub use config::SchedulerConfig;
+pub use step_cost::{StepCostFit, StepCostModel, StepShape};
 pub use update::FinishedRequest;
 
 use crate::error::EngineError;
@@ -58,6 +64,8 @@ pub struct Scheduler {
     next_arrival: u64,
     /// Seeds requests that bring no seed of their own.
     seed_source: SamplerRng,
+    /// What timed steps are sized with.
+    cost: timed::CostSource,
 }
 
 impl Scheduler {
@@ -87,6 +95,7 @@ impl Scheduler {
             running_load: HashMap::new(),
             next_arrival: 0,
             seed_source: SamplerRng::from_seed(seed),
+            cost: timed::CostSource::Fitted(Default::default()),
         })
     }
 

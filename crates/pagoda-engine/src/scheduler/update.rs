@@ -161,6 +161,7 @@ impl Scheduler {
             priority: parent_request.priority,
             cache_salt: parent_request.cache_salt.clone(),
             tenant: parent_request.tenant.clone(),
+            itl_target_ms: parent_request.itl_target_ms,
         };
         let parent_running = parent_request.status == RequestStatus::Running;
         self.add_request(new)?;
