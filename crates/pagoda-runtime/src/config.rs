@@ -22,6 +22,12 @@ pub struct EngineConfig {
     pub max_num_batched_tokens: usize,
     /// Largest prefill chunk one request may take in a step.
     pub max_prefill_chunk: usize,
+    /// Step time (ms) to stay under for every request, by sizing prefill chunks with the
+    /// fitted step-cost model; requests may ask for less (`GenerateRequest::itl_target_ms`).
+    /// `None`: steps are sized by `max_num_batched_tokens` alone.
+    pub target_itl_ms: Option<u32>,
+    /// Prefill tokens a timed step runs even when its decodes use up the target.
+    pub min_prefill_tokens: usize,
     pub enable_prefix_caching: bool,
     /// Sequences in flight (waiting or running; a request counts `n`) before `submit` answers
     /// `QueueFull`.
@@ -51,6 +57,8 @@ impl EngineConfig {
             // Small steps keep inter-token latency bounded on a CPU while prompts prefill.
             max_num_batched_tokens: 512,
             max_prefill_chunk: 512,
+            target_itl_ms: None,
+            min_prefill_tokens: 16,
             enable_prefix_caching: true,
             max_pending_requests: 1024,
             max_pending_per_tenant: 512,

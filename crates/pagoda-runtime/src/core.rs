@@ -190,6 +190,7 @@ impl EngineCore {
                 new.seed = seed;
                 new.cache_salt = request.cache_salt.clone();
                 new.tenant = request.tenant.clone();
+                new.itl_target_ms = request.itl_target_ms;
                 self.scheduler.add_request(new)?;
             } else {
                 self.scheduler
@@ -349,6 +350,7 @@ impl EngineCore {
         scheduler_time += update_start.elapsed();
 
         let step_time = step_start.elapsed();
+        self.scheduler.record_step_time(&batch, step_time);
         for entry in &batch.requests {
             if let Some(active) = self.active.get_mut(&entry.id) {
                 active.compute += step_time
@@ -359,6 +361,7 @@ impl EngineCore {
         self.stats.steps_total += 1;
         self.stats.forward_time_total += forward_time;
         self.stats.scheduler_time_total += scheduler_time;
+        self.stats.step_cost = self.scheduler.step_cost_model();
         self.refresh_stats();
         self.in_step.clear();
         num_finished
@@ -632,6 +635,10 @@ impl EngineCore {
             forward
                 .push(&entry.token_ids, entry.num_computed_tokens, &table, wanted)
                 .map_err(|e| e.to_string())?;
+        }
+        #[cfg(feature = "fault-injection")]
+        if let Some(per_token) = self.faults.slow_forward_per_token {
+            std::thread::sleep(per_token * batch.num_batched_tokens as u32);
         }
         self.runner.forward(&forward).map_err(|e| e.to_string())
     }

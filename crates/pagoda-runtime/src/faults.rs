@@ -3,7 +3,7 @@
 
 use pagoda_engine::TokenId;
 
-/// Each fault fires for requests whose prompt contains the given token id.
+/// Each fault but the slow forward fires for requests whose prompt contains the given token id.
 #[derive(Debug, Clone, Default)]
 pub struct FaultInjection {
     /// A step that schedules such a request panics before its forward pass: every request of
@@ -14,6 +14,9 @@ pub struct FaultInjection {
     /// The engine loop itself panics, outside any step, once such a request is queued: the
     /// engine stops.
     pub kill_loop_on_token: Option<TokenId>,
+    /// Every forward pass also sleeps this long per token it runs: a model slow enough on a
+    /// tiny fixture that step sizing by time shows (not a fault, but the same hook).
+    pub slow_forward_per_token: Option<std::time::Duration>,
 }
 
 impl FaultInjection {

@@ -85,6 +85,8 @@ pub(crate) fn load(config: &EngineConfig) -> Result<Loaded> {
             num_blocks: kv_shape.num_blocks,
             max_model_len,
             enable_prefix_caching: config.enable_prefix_caching,
+            target_itl_ms: config.target_itl_ms,
+            min_prefill_tokens: config.min_prefill_tokens,
             ..SchedulerConfig::default()
         },
         eos_token_ids.clone(),

@@ -11,6 +11,9 @@ pub struct GenerateRequest {
     pub sampling: SamplingParams,
     /// Lower runs first.
     pub priority: i32,
+    /// Inter-token latency its SLO class targets: while it runs, steps are sized to stay
+    /// under it.
+    pub itl_target_ms: Option<u32>,
     /// Requests share prefix-cache entries only when their salts are equal.
     pub cache_salt: Option<CacheSalt>,
     /// Whose work this is: pending sequences are bounded per tenant, and the scheduler shares
@@ -28,6 +31,7 @@ impl GenerateRequest {
             prompt_token_ids,
             sampling,
             priority: 0,
+            itl_target_ms: None,
             cache_salt: None,
             tenant: None,
             skip_special_tokens: true,

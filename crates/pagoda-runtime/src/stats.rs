@@ -23,6 +23,8 @@ pub struct EngineStats {
     /// alongside the forward pass).
     pub constraint_masks_total: u64,
     pub constraint_mask_time_total: Duration,
+    /// The step-cost model timed steps are sized with (`None` until fitted).
+    pub step_cost: Option<pagoda_engine::StepCostModel>,
 }
 
 impl EngineStats {
