@@ -98,6 +98,8 @@ pub struct PlannedPrompt {
 pub struct Admitted {
     /// Engine priority of the tenant's class (lower runs first).
     pub priority: i32,
+    /// The tenant's latency class (`TenantPolicy::slo_class`).
+    pub slo_class: String,
     base_salt: String,
     pub ticket: Arc<Ticket>,
 }
@@ -390,6 +392,7 @@ impl Gateway {
         };
         let shape: Vec<(usize, usize)> = prompts.iter().map(|p| (p.prompt_tokens, p.n)).collect();
         let priority = tenant.priority;
+        let slo_class = tenant.slo_class.clone();
         let terms = TicketTerms {
             request_id,
             caller: caller.clone(),
@@ -402,6 +405,7 @@ impl Gateway {
         let ticket = Ticket::new(self.settlement.clone(), terms, &shape);
         Ok(Admitted {
             priority,
+            slo_class,
             base_salt,
             ticket: Arc::new(ticket),
         })

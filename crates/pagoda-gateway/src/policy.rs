@@ -49,6 +49,7 @@ struct PolicyFields {
     max_tokens: Option<usize>,
     max_prompt_tokens: Option<usize>,
     priority: Option<String>,
+    slo_class: Option<String>,
     cache_group: Option<String>,
     admin: Option<bool>,
     budget: Option<Budget>,
@@ -66,6 +67,7 @@ impl PolicyFields {
             max_tokens: self.max_tokens.or(base.max_tokens),
             max_prompt_tokens: self.max_prompt_tokens.or(base.max_prompt_tokens),
             priority: self.priority.or_else(|| base.priority.clone()),
+            slo_class: self.slo_class.or_else(|| base.slo_class.clone()),
             cache_group: self.cache_group.or_else(|| base.cache_group.clone()),
             admin: self.admin.or(base.admin),
             budget: self.budget.or_else(|| base.budget.clone()),
@@ -87,6 +89,9 @@ pub struct TenantPolicy {
     pub max_prompt_tokens: Option<usize>,
     /// The engine priority (lower runs first) of the tenant's class.
     pub priority: i32,
+    /// The latency class the server's SLO classes know the tenant by: `slo_class` as
+    /// written, else the name of its priority class.
+    pub slo_class: String,
     /// Tenants in the same group share prefix-cache entries.
     pub cache_group: Option<String>,
     pub admin: bool,
@@ -207,6 +212,10 @@ impl Policy {
                 max_tokens: fields.max_tokens,
                 max_prompt_tokens: fields.max_prompt_tokens,
                 priority,
+                slo_class: fields
+                    .slo_class
+                    .or(fields.priority)
+                    .unwrap_or_else(|| "interactive".into()),
                 cache_group: fields.cache_group,
                 admin: fields.admin.unwrap_or(false),
                 budget: fields.budget,
@@ -359,6 +368,7 @@ max_tokens = 64
 budget = { daily = "10", hard = true }
 [tenants.night]
 priority = "bulk"
+slo_class = "overnight"
 models = ["*"]
 "#;
 
@@ -373,6 +383,16 @@ models = ["*"]
         assert!(acme.allows_model("tiny-qwen2") && !acme.allows_model("other"));
         assert_eq!(acme.budget.as_ref().unwrap().alerts.len(), 2);
         assert_eq!(policy.tenant(&TenantId::new("night")).priority, 20);
+        // The latency class: as written, else the priority class's name.
+        assert_eq!(
+            policy.tenant(&TenantId::new("night")).slo_class,
+            "overnight"
+        );
+        assert_eq!(acme.slo_class, "batch");
+        assert_eq!(
+            policy.tenant(&TenantId::new("stranger")).slo_class,
+            "interactive"
+        );
         assert!(policy.tenant(&TenantId::new("night")).allows_model("other"));
         assert_eq!(policy.tenant(&TenantId::new("stranger")).priority, 0);
         assert!(policy.is_priced("tiny-qwen2"));

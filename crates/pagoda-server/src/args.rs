@@ -55,6 +55,20 @@ pub struct ServeArgs {
     /// Token budget of one engine step [default: 512].
     #[arg(long, env = "PAGODA_MAX_NUM_BATCHED_TOKENS")]
     pub max_num_batched_tokens: Option<usize>,
+    /// Keep every engine step under this many milliseconds (the inter-token latency running
+    /// requests see) by sizing prefill chunks with a step-cost model fitted from measured
+    /// steps; SLO classes with an `itl` target may ask for less [default: none, steps are
+    /// sized by --max-num-batched-tokens].
+    #[arg(long, env = "PAGODA_TARGET_ITL_MS")]
+    pub target_itl_ms: Option<u32>,
+    /// An SLO class, NAME[:ttft=MS][,itl=MS], e.g. interactive:ttft=1000,itl=100 or batch;
+    /// repeat for more (semicolon-separated in the environment). Requests choose one with
+    /// `slo_class`, tenants get theirs from the gateway policy; attainment is on /metrics.
+    #[arg(long, env = "PAGODA_SLO_CLASS", value_delimiter = ';')]
+    pub slo_class: Option<Vec<String>>,
+    /// The SLO class of requests that name none and whose tenant has none defined.
+    #[arg(long, env = "PAGODA_DEFAULT_SLO_CLASS")]
+    pub default_slo_class: Option<String>,
     /// Tokens per KV block [default: 16].
     #[arg(long, env = "PAGODA_BLOCK_SIZE")]
     pub block_size: Option<usize>,

@@ -113,6 +113,12 @@ pub fn precheck(
     Ok(gateway.precheck(caller, model, &shape)?)
 }
 
+/// What admission decided: the meter, and the tenant's latency class (`None`: no gateway).
+pub struct Admission {
+    pub ticket: Option<Arc<Ticket>>,
+    pub tenant_slo_class: Option<String>,
+}
+
 /// Applies the tenant's policy to the requests (max_tokens cap, priority, cache salt, whose
 /// queue share they take) and reserves their worst case; the cost event will carry
 /// `response_id`. Without a gateway only the client's own cache salt applies.
@@ -122,12 +128,15 @@ pub async fn admit(
     response_id: &str,
     requests: &mut [GenerateRequest],
     client_salt: Option<&str>,
-) -> Result<Option<Arc<Ticket>>, ApiError> {
+) -> Result<Admission, ApiError> {
     let (Some(gateway), Some(caller)) = (state.gateway(), caller) else {
         for request in requests.iter_mut() {
             request.cache_salt = cache_salt(None, client_salt);
         }
-        return Ok(None);
+        return Ok(Admission {
+            ticket: None,
+            tenant_slo_class: None,
+        });
     };
     let model = state.model_name();
     let mut plan: Vec<PlannedPrompt> = requests
@@ -150,7 +159,10 @@ pub async fn admit(
         request.cache_salt = salt.clone();
         request.tenant = Some(tenant.clone());
     }
-    Ok(Some(admitted.ticket))
+    Ok(Admission {
+        ticket: Some(admitted.ticket),
+        tenant_slo_class: Some(admitted.slo_class),
+    })
 }
 
 /// The one place a request's prefix-cache salt is made: the tenant's (or its sharing

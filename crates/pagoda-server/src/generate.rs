@@ -14,6 +14,7 @@ use pagoda_runtime::{GenerateRequest, RequestOutput, RequestStream, TokenLogprob
 
 use crate::error::ApiError;
 use crate::gateway;
+use crate::slo::SloClass;
 use crate::state::{AppState, Loaded};
 use crate::wire::response::UsageInfo;
 
@@ -26,6 +27,8 @@ pub struct Tracked {
     num_finished: usize,
     /// The gateway's meter of the request, when there is a gateway.
     ticket: Option<Arc<pagoda_gateway::Ticket>>,
+    /// The SLO class it runs under, for attainment.
+    slo: Option<Arc<SloClass>>,
 }
 
 impl Tracked {
@@ -44,6 +47,9 @@ impl Tracked {
         }
         if let Some(done) = &out.finished {
             metrics.observe_finished(done);
+            if let Some(class) = &self.slo {
+                metrics.slo.observe(class, done);
+            }
             self.num_finished += 1;
         }
         Some(out)
@@ -69,6 +75,7 @@ pub fn submit(
     loaded: &Loaded,
     requests: Vec<GenerateRequest>,
     ticket: Option<Arc<pagoda_gateway::Ticket>>,
+    slo: Option<Arc<SloClass>>,
 ) -> Result<Vec<Tracked>, ApiError> {
     for request in &requests {
         loaded.engine.validate(request)?;
@@ -84,6 +91,7 @@ pub fn submit(
             last_output: vec![None; n],
             num_finished: 0,
             ticket: ticket.clone(),
+            slo: slo.clone(),
         });
     }
     if let Some(ticket) = &ticket {

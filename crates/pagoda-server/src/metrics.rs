@@ -82,6 +82,8 @@ pub struct Metrics {
     generation_tokens: Histogram,
     finished: Mutex<Finished>,
     vllm_compat: std::sync::atomic::AtomicBool,
+    /// Attainment per SLO class.
+    pub slo: crate::slo_metrics::SloCounters,
 }
 
 impl Default for Metrics {
@@ -101,6 +103,7 @@ impl Metrics {
             generation_tokens: Histogram::new(TOKEN_BUCKETS),
             finished: Mutex::new(Finished::default()),
             vllm_compat: std::sync::atomic::AtomicBool::new(false),
+            slo: Default::default(),
         }
     }
 
@@ -255,6 +258,26 @@ impl Metrics {
                 &label,
                 s.constraint_mask_time_total.as_secs_f64(),
             );
+            if let Some(cost) = &s.step_cost {
+                header(
+                    &mut out,
+                    "pagoda:step_cost_seconds",
+                    "The fitted step-time model steps are sized with under a latency target: a step takes base + per_token x tokens + per_sampled x rows sampled + per_attended x keys attended.",
+                    "gauge",
+                );
+                for (term, ms) in [
+                    ("base", cost.base_ms),
+                    ("per_token", cost.per_token_ms),
+                    ("per_sampled", cost.per_sampled_ms),
+                    ("per_attended", cost.per_attended_ms),
+                ] {
+                    let _ = writeln!(
+                        out,
+                        "pagoda:step_cost_seconds{{{label},term=\"{term}\"}} {}",
+                        number(ms / 1e3)
+                    );
+                }
+            }
         }
         let finished = *self.finished.lock().unwrap_or_else(|e| e.into_inner());
         header(
@@ -315,6 +338,7 @@ impl Metrics {
             &label,
             &self.generation_tokens,
         );
+        self.slo.render(&mut out, &label);
         out
     }
 }
@@ -370,7 +394,7 @@ fn vllm_series(out: &mut String, label: &str, s: &EngineStats, block_size: usize
     );
 }
 
-fn header(out: &mut String, name: &str, help: &str, kind: &str) {
+pub(crate) fn header(out: &mut String, name: &str, help: &str, kind: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 
@@ -401,7 +425,7 @@ fn histogram(out: &mut String, name: &str, help: &str, label: &str, h: &Histogra
     let _ = writeln!(out, "{name}_count{{{label}}} {}", data.count);
 }
 
-fn number(value: f64) -> String {
+pub(crate) fn number(value: f64) -> String {
     if value.fract() == 0.0 && value.abs() < 1e15 {
         format!("{value:.1}")
     } else {

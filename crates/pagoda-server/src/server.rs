@@ -150,6 +150,7 @@ async fn run(settings: Settings) -> Result<(), ServerError> {
     let state = AppState::with_limits(settings.served_model_names.clone(), settings.limits.clone());
     state.metrics().set_vllm_compat(settings.vllm_metrics);
     state.set_chat_features(settings.chat_features);
+    state.set_slo_classes(settings.slo_classes.clone());
     gateway::start(&state, settings.gateway.clone()).await?;
     start_guard(&state, settings.guard.as_ref())?;
     let anchoring = match (state.guard(), &settings.gateway) {

@@ -16,6 +16,7 @@ use crate::error::ServerError;
 use crate::guard::GuardSettings;
 use crate::http::HttpLimits;
 use crate::limits::RequestLimits;
+use crate::slo::{SloClass, SloClasses};
 use pagoda_text::reasoning::ReasoningFormat;
 use pagoda_text::tool_calls::ToolCallFormat;
 
@@ -41,6 +42,8 @@ pub struct Settings {
     pub chat_features: ChatFeatures,
     /// Connection deadlines and the connection cap.
     pub http: HttpLimits,
+    /// Named latency targets requests run under.
+    pub slo_classes: SloClasses,
 }
 
 /// The TOML file: the same keys as the flags.
@@ -61,6 +64,9 @@ struct FileSettings {
     max_model_len: Option<usize>,
     max_num_seqs: Option<usize>,
     max_num_batched_tokens: Option<usize>,
+    target_itl_ms: Option<u32>,
+    slo_class: Option<NameList>,
+    default_slo_class: Option<String>,
     block_size: Option<usize>,
     max_pending_requests: Option<usize>,
     disable_prefix_caching: Option<bool>,
@@ -96,6 +102,15 @@ struct FileSettings {
 enum NameList {
     One(String),
     Many(Vec<String>),
+}
+
+impl NameList {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            NameList::One(name) => vec![name],
+            NameList::Many(names) => names,
+        }
+    }
 }
 
 /// A number, or a string with a unit ("2GiB", "30s").
@@ -176,6 +191,14 @@ impl Settings {
             args.max_num_batched_tokens.or(file.max_num_batched_tokens),
         );
         engine.max_prefill_chunk = engine.max_prefill_chunk.min(engine.max_num_batched_tokens);
+        engine.target_itl_ms = match args.target_itl_ms.or(file.target_itl_ms) {
+            Some(0) => return Err(setting("target-itl-ms", "must be at least 1".into())),
+            target => target,
+        };
+        let slo_classes = slo_classes(
+            args.slo_class.or(file.slo_class.map(NameList::into_vec)),
+            args.default_slo_class.or(file.default_slo_class),
+        )?;
         set(&mut engine.block_size, args.block_size.or(file.block_size));
         set(
             &mut engine.max_pending_requests,
@@ -282,6 +305,7 @@ impl Settings {
             vllm_metrics,
             chat_features,
             http,
+            slo_classes,
         })
     }
 
@@ -292,6 +316,19 @@ impl Settings {
             .map_err(|_| setting("host", format!("`{}` is not an IP address", self.host)))?;
         Ok(SocketAddr::new(ip, self.port))
     }
+}
+
+fn slo_classes(
+    specs: Option<Vec<String>>,
+    default: Option<String>,
+) -> Result<SloClasses, ServerError> {
+    let classes = specs
+        .unwrap_or_default()
+        .iter()
+        .map(|spec| SloClass::parse(spec.trim()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|reason| setting("slo-class", reason))?;
+    SloClasses::new(classes, default).map_err(|reason| setting("slo-class", reason))
 }
 
 /// The request caps: flags, then the file, then the defaults; none may be 0.
@@ -544,6 +581,74 @@ mod tests {
         assert_eq!(settings.engine.kv_cache_memory, 64 << 20);
         assert_eq!(settings.drain_timeout, Duration::from_secs(5));
         assert_eq!(settings.served_model_names, vec!["/m".to_string()]);
+    }
+
+    #[test]
+    fn slo_classes_and_the_itl_target_come_from_flags_or_the_file() {
+        let path = write_config(
+            "slo",
+            "model = \"/m\"\ntarget-itl-ms = 250\nslo-class = [\"interactive:ttft=1000,itl=100\", \"batch\"]\ndefault-slo-class = \"batch\"\n",
+        );
+        let args = ServeArgs {
+            config: Some(path.clone()),
+            ..ServeArgs::default()
+        };
+        let settings = Settings::resolve(args).unwrap();
+        assert_eq!(settings.engine.target_itl_ms, Some(250));
+        let names: Vec<_> = settings
+            .slo_classes
+            .iter()
+            .map(|c| c.name.clone())
+            .collect();
+        assert_eq!(names, ["batch", "interactive"]);
+        let default = settings.slo_classes.resolve(None, None).unwrap();
+        assert_eq!(default.name, "batch");
+        let args = ServeArgs {
+            config: Some(path.clone()),
+            target_itl_ms: Some(80),
+            slo_class: Some(vec!["fast:itl=50".into()]),
+            default_slo_class: Some("fast".into()),
+            ..ServeArgs::default()
+        };
+        let settings = Settings::resolve(args).unwrap();
+        assert_eq!(settings.engine.target_itl_ms, Some(80));
+        assert_eq!(
+            settings.slo_classes.resolve(None, None).unwrap().itl_ms,
+            Some(50)
+        );
+        for (flags, field) in [
+            (
+                ServeArgs {
+                    target_itl_ms: Some(0),
+                    ..ServeArgs::default()
+                },
+                "target-itl-ms",
+            ),
+            (
+                ServeArgs {
+                    slo_class: Some(vec!["x:itl=fast".into()]),
+                    ..ServeArgs::default()
+                },
+                "slo-class",
+            ),
+            (
+                ServeArgs {
+                    default_slo_class: Some("nope".into()),
+                    ..ServeArgs::default()
+                },
+                "slo-class",
+            ),
+        ] {
+            let args = ServeArgs {
+                config: Some(path.clone()),
+                ..flags
+            };
+            match Settings::resolve(args) {
+                Err(ServerError::Setting { field: f, .. }) => assert_eq!(f, field),
+                other => panic!("{field}: {other:?}"),
+            }
+        }
+        std::fs::remove_file(path).ok();
     }
 
     #[test]

@@ -17,6 +17,7 @@ use crate::error::{ApiError, ServerError};
 use crate::guard::ServerGuard;
 use crate::limits::RequestLimits;
 use crate::metrics::Metrics;
+use crate::slo::SloClasses;
 
 /// The loaded model: the engine and the chat template requests are rendered with.
 pub struct Loaded {
@@ -42,6 +43,8 @@ struct Inner {
     limits: RequestLimits,
     /// How chat outputs are split into reasoning, content and tool calls.
     chat_features: OnceLock<ChatFeatures>,
+    /// Latency classes requests run under.
+    slo_classes: OnceLock<Arc<SloClasses>>,
     /// Permits to run request work (parsing, guard scans, rendering, tokenization) on the
     /// blocking pool: one per core, so that work never starves the I/O thread and never
     /// grows past the cores it can use.
@@ -70,6 +73,7 @@ impl AppState {
                 guard: OnceLock::new(),
                 limits,
                 chat_features: OnceLock::new(),
+                slo_classes: OnceLock::new(),
                 blocking: Semaphore::new(
                     std::thread::available_parallelism().map_or(2, |n| n.get().max(2)),
                 ),
@@ -121,6 +125,20 @@ impl AppState {
 
     pub fn chat_features(&self) -> ChatFeatures {
         self.inner.chat_features.get().copied().unwrap_or_default()
+    }
+
+    /// Defines the SLO classes (and lists them on /metrics); later calls are ignored.
+    pub fn set_slo_classes(&self, classes: SloClasses) {
+        self.inner.metrics.slo.register(&classes);
+        let _ = self.inner.slo_classes.set(Arc::new(classes));
+    }
+
+    pub fn slo_classes(&self) -> &SloClasses {
+        static NONE: OnceLock<SloClasses> = OnceLock::new();
+        match self.inner.slo_classes.get() {
+            Some(classes) => classes,
+            None => NONE.get_or_init(SloClasses::default),
+        }
     }
 
     pub fn limits(&self) -> &RequestLimits {

@@ -183,13 +183,16 @@ pub async fn run(
             prompt_token_ids: p.token_ids,
             sampling,
             priority: request.priority,
+            itl_target_ms: None,
             cache_salt: None,
             tenant: None,
             skip_special_tokens: request.skip_special_tokens,
             constraint: constraint.clone(),
         });
     }
-    let ticket = gateway::admit(
+    let asked_slo = request.slo_class.as_deref();
+    state.slo_classes().check_asked(asked_slo)?;
+    let admission = gateway::admit(
         state,
         caller.as_ref(),
         &meta.id,
@@ -197,7 +200,13 @@ pub async fn run(
         request.cache_salt.as_deref(),
     )
     .await?;
-    let streams = generate::submit(state, loaded, requests, ticket)?;
+    let slo = state
+        .slo_classes()
+        .resolve(asked_slo, admission.tenant_slo_class.as_deref());
+    for r in &mut requests {
+        r.itl_target_ms = slo.as_ref().and_then(|class| class.itl_ms);
+    }
+    let streams = generate::submit(state, loaded, requests, admission.ticket, slo)?;
     Ok(Submitted {
         meta,
         streams,

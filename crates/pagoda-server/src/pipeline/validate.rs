@@ -78,6 +78,7 @@ pub struct RequestParams {
     pub stream: bool,
     pub include_usage: bool,
     pub priority: i32,
+    pub slo_class: Option<String>,
     pub cache_salt: Option<String>,
     pub skip_special_tokens: bool,
 }
@@ -134,6 +135,7 @@ pub fn validate(
         stream: common.streaming(),
         include_usage: common.include_usage(),
         priority: common.priority.unwrap_or(0),
+        slo_class: common.slo_class.clone(),
         cache_salt: common.cache_salt.clone(),
         skip_special_tokens: common.skip_special_tokens.unwrap_or(true),
     };

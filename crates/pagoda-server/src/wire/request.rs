@@ -37,6 +37,8 @@ pub struct CommonParams {
     pub ignore_eos: Option<bool>,
     pub stop_token_ids: Option<Vec<u32>>,
     pub priority: Option<i32>,
+    /// The SLO class to run under (a server's `--slo-class`).
+    pub slo_class: Option<String>,
     pub cache_salt: Option<String>,
     pub skip_special_tokens: Option<bool>,
 }
