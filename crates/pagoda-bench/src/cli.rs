@@ -113,7 +113,8 @@ pub struct ServeArgs {
 }
 
 /// `pagoda bench profile`: measure a deployment's saturated throughput and its
-/// latencies at several loads, for `pagoda plan`.
+/// latencies at several loads, for `pagoda plan`; with `--slo-ttft-ms` and `--slo-itl-ms`,
+/// search instead for the highest Poisson request rate that meets both.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ProfileArgs {
     #[command(flatten)]
@@ -138,14 +139,47 @@ pub struct ProfileArgs {
     /// Measured requests per step.
     #[arg(long, default_value_t = 128)]
     pub num_requests: u64,
-    /// Requests sent before each step and left out.
+    /// Requests sent before each step, waited for, and left out.
     #[arg(long, default_value_t = 4)]
     pub warmup: u64,
+    /// Requests at the start of each step (each rate of the goodput search) that are sent
+    /// but left out; unlike --warmup they are not waited for, so the measured requests meet
+    /// the backlog the step has built up.
+    #[arg(long, default_value_t = 0)]
+    pub warmup_requests: u64,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Where to write the profile JSON.
     #[arg(long, default_value = "profile.json")]
     pub output: PathBuf,
+
+    /// Goodput search: a request meets the SLO if its TTFT is at most this. Needs
+    /// --slo-itl-ms; together they replace profiling with the rate search.
+    #[arg(long)]
+    pub slo_ttft_ms: Option<f64>,
+    /// Goodput search: a request meets the SLO if its time per output token is at most this.
+    #[arg(long)]
+    pub slo_itl_ms: Option<f64>,
+    /// Goodput search: fraction of measured requests that must meet the SLO [default: 0.9].
+    #[arg(long)]
+    pub slo_attainment: Option<f64>,
+    /// Goodput search: lowest request rate (req/s) to try [default: 1].
+    #[arg(long)]
+    pub rate_min: Option<f64>,
+    /// Goodput search: highest request rate to try; without it the rate is doubled from
+    /// --rate-min until the SLO is missed.
+    #[arg(long)]
+    pub rate_max: Option<f64>,
+    /// Goodput search: bisection steps between the last rate met and the first missed
+    /// [default: 5, at most 20].
+    #[arg(long)]
+    pub search_steps: Option<u32>,
+    /// Goodput search: folder for the JSON results and SVG plot.
+    #[arg(long, default_value = "bench-results")]
+    pub out_dir: PathBuf,
+    /// Goodput search: skip the SVG plot.
+    #[arg(long)]
+    pub no_plots: bool,
 }
 
 /// `pagoda bench compare A.json B.json`: two runs side by side with ratios B/A.

@@ -47,10 +47,27 @@ pub enum BenchError {
         first_error: String,
     },
 
+    #[error(
+        "the SLO (TTFT <= {slo_ttft_ms} ms and ITL <= {slo_itl_ms} ms for {}% of requests) is missed even at the lowest rate, {rate} req/s, where {}% met it",
+        percent(*.target), percent(*.attainment)
+    )]
+    GoodputUnreachable {
+        slo_ttft_ms: f64,
+        slo_itl_ms: f64,
+        target: f64,
+        rate: f64,
+        attainment: f64,
+    },
+
     #[error("no profiled load meets the SLO (TTFT <= {slo_ttft_ms} ms, ITL <= {slo_itl_ms} ms at p{percentile}); even the lightest load measured is too slow")]
     SloUnreachable {
         slo_ttft_ms: f64,
         slo_itl_ms: f64,
         percentile: u8,
     },
+}
+
+/// A fraction as a percentage with at most one decimal: 0.9 -> "90", 0.999 -> "99.9".
+pub fn percent(fraction: f64) -> String {
+    format!("{}", (fraction * 1000.0).round() / 10.0)
 }

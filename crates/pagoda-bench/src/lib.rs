@@ -1,7 +1,8 @@
 //! Load generator and capacity planner for OpenAI-compatible LLM endpoints.
 //!
 //! `pagoda bench serve` streams requests at a given load and reports latencies and
-//! throughput, `pagoda bench profile` measures what one replica sustains, `pagoda bench
+//! throughput, `pagoda bench profile` measures what one replica sustains (or, given latency
+//! SLOs, the highest request rate that meets them), `pagoda bench
 //! compare` puts two runs side by side and `pagoda plan` sizes a deployment. None of it
 //! needs an engine: any server speaking the OpenAI streaming API will do.
 //!
@@ -13,6 +14,8 @@ pub mod cli;
 pub mod client;
 pub mod compare;
 pub mod error;
+pub mod goodput_profile;
+pub mod goodput_search;
 pub mod metrics;
 pub mod mock_server;
 pub mod plan;
@@ -54,9 +57,13 @@ pub fn run_serve(args: cli::ServeArgs) -> Result<(), BenchError> {
     Ok(())
 }
 
-/// `pagoda bench profile`.
+/// `pagoda bench profile`: the profile for `pagoda plan`, or with both SLO flags the
+/// goodput search.
 pub fn run_profile(args: cli::ProfileArgs) -> Result<(), BenchError> {
-    profile::profile(args).map(|_| ())
+    match goodput_search::SearchConfig::from_args(&args)? {
+        Some(config) => goodput_profile::run(&args, &config).map(|_| ()),
+        None => profile::profile(args).map(|_| ()),
+    }
 }
 
 /// `pagoda bench compare A.json B.json`.

@@ -2,7 +2,8 @@
 //!
 //! The integration tests compare what the client measures against the delays configured
 //! here, and the throughput example drives it with no delays to show the client is not the
-//! bottleneck. It listens on 127.0.0.1 only.
+//! bottleneck. Delays can also grow with the requests in flight, which gives the goodput
+//! search a real rate at which the SLO stops being met. It listens on 127.0.0.1 only.
 
 use crate::error::BenchError;
 use bytes::Bytes;
@@ -37,6 +38,12 @@ pub struct MockServerConfig {
     pub ttft_cycle: Vec<Duration>,
     /// Delay between tokens.
     pub itl: Duration,
+    /// Extra delay before the first token per other request in flight when this one
+    /// arrives, so latency grows with load like a real server's and a rate search has a
+    /// rate to find.
+    pub ttft_per_in_flight: Duration,
+    /// Extra delay between tokens per other request in flight at that moment.
+    pub itl_per_in_flight: Duration,
     /// Tokens per reply; `None` honours each request's `max_tokens`.
     pub output_tokens: Option<u32>,
     /// Checked in order; the first matching rule decides.
@@ -53,6 +60,8 @@ impl Default for MockServerConfig {
         Self {
             ttft_cycle: vec![Duration::ZERO],
             itl: Duration::ZERO,
+            ttft_per_in_flight: Duration::ZERO,
+            itl_per_in_flight: Duration::ZERO,
             output_tokens: None,
             failures: Vec::new(),
             send_usage: true,
@@ -71,6 +80,38 @@ pub struct MockServer {
 struct State {
     config: MockServerConfig,
     received: Arc<AtomicU64>,
+    /// Replies being streamed now.
+    in_flight: Arc<AtomicU64>,
+}
+
+/// Counts a reply as in flight until its stream ends or the client drops it.
+struct InFlight(Arc<AtomicU64>);
+
+impl InFlight {
+    fn enter(counter: &Arc<AtomicU64>) -> Self {
+        counter.fetch_add(1, Ordering::Relaxed);
+        Self(counter.clone())
+    }
+
+    /// Requests in flight besides this one.
+    fn others(&self) -> u32 {
+        let n = self.0.load(Ordering::Relaxed).saturating_sub(1);
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The delays of one reply: fixed parts plus parts that grow with the requests in flight.
+#[derive(Clone, Copy)]
+struct Delays {
+    ttft: Duration,
+    itl: Duration,
+    itl_per_in_flight: Duration,
 }
 
 #[derive(Deserialize)]
@@ -99,6 +140,7 @@ impl MockServer {
         let state = Arc::new(State {
             config,
             received: received.clone(),
+            in_flight: Arc::new(AtomicU64::new(0)),
         });
         let accept_loop = tokio::spawn(accept_connections(listener, state));
         Ok(Self {
@@ -187,11 +229,21 @@ async fn respond(state: &State, request: Request<Incoming>) -> Response<Body> {
         .output_tokens
         .or(parsed.max_tokens)
         .unwrap_or(16);
-    let cycle = &state.config.ttft_cycle;
-    let ttft = cycle[((n - 1) % cycle.len() as u64) as usize];
-    let events = sse_events(chat, tokens, prompt_tokens, state.config.send_usage);
-    let one_write = !state.config.frame_per_event && ttft.is_zero() && state.config.itl.is_zero();
-    stream_response(events, tokens as usize, ttft, state.config.itl, one_write)
+    let config = &state.config;
+    let in_flight = InFlight::enter(&state.in_flight);
+    let cycle = &config.ttft_cycle;
+    let delays = Delays {
+        ttft: cycle[((n - 1) % cycle.len() as u64) as usize]
+            + config.ttft_per_in_flight * in_flight.others(),
+        itl: config.itl,
+        itl_per_in_flight: config.itl_per_in_flight,
+    };
+    let events = sse_events(chat, tokens, prompt_tokens, config.send_usage);
+    let one_write = !config.frame_per_event
+        && delays.ttft.is_zero()
+        && delays.itl.is_zero()
+        && delays.itl_per_in_flight.is_zero();
+    stream_response(events, tokens as usize, delays, in_flight, one_write)
 }
 
 fn json_response(status: StatusCode, body: String) -> Response<Body> {
@@ -225,8 +277,8 @@ fn sse_events(chat: bool, tokens: u32, prompt_tokens: usize, usage: bool) -> Vec
 fn stream_response(
     events: Vec<Bytes>,
     token_count: usize,
-    ttft: Duration,
-    itl: Duration,
+    delays: Delays,
+    in_flight: InFlight,
     one_write: bool,
 ) -> Response<Body> {
     let builder = Response::builder()
@@ -240,24 +292,23 @@ fn stream_response(
             .body(Full::new(Bytes::from(joined)).boxed_unsync())
             .expect("static response parts are valid");
     }
+    // The in-flight guard lives in the stream's state: it is released when the last event
+    // has gone out or the client hangs up.
     let frames = stream::unfold(
-        (events.into_iter().enumerate(), token_count),
-        move |(mut events, token_count)| async move {
+        (events.into_iter().enumerate(), in_flight),
+        move |(mut events, in_flight)| async move {
             let (i, event) = events.next()?;
             // First token after TTFT, each later token ITL after the previous one; the
             // usage and [DONE] events follow the last token at once.
             let delay = match i {
-                0 => ttft,
-                i if i < token_count => itl,
+                0 => delays.ttft,
+                i if i < token_count => delays.itl + delays.itl_per_in_flight * in_flight.others(),
                 _ => Duration::ZERO,
             };
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
-            Some((
-                Ok::<_, Infallible>(Frame::data(event)),
-                (events, token_count),
-            ))
+            Some((Ok::<_, Infallible>(Frame::data(event)), (events, in_flight)))
         },
     );
     builder

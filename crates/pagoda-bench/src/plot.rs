@@ -1,4 +1,5 @@
-//! SVG plots: latency CDFs per load level, and throughput and latency across a sweep.
+//! SVG plots: latency CDFs per load level, throughput and latency across a sweep, and
+//! latency and SLO attainment against the request rate for the goodput search.
 
 use crate::error::BenchError;
 use crate::metrics::empirical_cdf;
@@ -102,6 +103,49 @@ pub fn write_sweep(path: &Path, runs: &[RunReport], x_label: &str) -> Result<(),
     )?;
     draw_metric_panel(path, &panels[1], "Token throughput", x_label, runs, &tokens)?;
     draw_metric_panel(path, &panels[2], "Latency", x_label, runs, &latency)?;
+    root.present().map_err(|e| plot_error(path, e))
+}
+
+/// Writes TTFT, per-request ITL (time per output token) and SLO attainment against the
+/// request rate of each run of a goodput search; `runs` must be in increasing rate.
+pub fn write_goodput_curves(path: &Path, runs: &[RunReport]) -> Result<(), BenchError> {
+    let root = SVGBackend::new(path, (1500, 450)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| plot_error(path, e))?;
+    let panels = root.split_evenly((1, 3));
+    let ttft: [Metric; 2] = [
+        ("TTFT p50 (ms)", |r| r.ttft_ms.median),
+        ("TTFT p99 (ms)", |r| r.ttft_ms.p99),
+    ];
+    let itl: [Metric; 2] = [
+        ("ITL p50 (ms)", |r| r.tpot_ms.median),
+        ("ITL p99 (ms)", |r| r.tpot_ms.p99),
+    ];
+    let attainment: [Metric; 1] = [("fraction meeting the SLO", RunReport::slo_attainment)];
+    let x_label = "request rate (req/s)";
+    draw_metric_panel(
+        path,
+        &panels[0],
+        "Time to first token",
+        x_label,
+        runs,
+        &ttft,
+    )?;
+    draw_metric_panel(
+        path,
+        &panels[1],
+        "Time per output token",
+        x_label,
+        runs,
+        &itl,
+    )?;
+    draw_metric_panel(
+        path,
+        &panels[2],
+        "SLO attainment",
+        x_label,
+        runs,
+        &attainment,
+    )?;
     root.present().map_err(|e| plot_error(path, e))
 }
 

@@ -4,6 +4,7 @@
 use crate::arrivals::Load;
 use crate::cli::ProfileArgs;
 use crate::error::BenchError;
+use crate::goodput_search::SearchConfig;
 use crate::profile_format::{Profile, ProfileLoad};
 use crate::report::{RunReport, Slo};
 use crate::runner::{RunContext, RunSpec, StopAfter};
@@ -16,6 +17,11 @@ use std::sync::Arc;
 const DECODE_PROMPT_TOKENS: u32 = 16;
 
 pub fn profile(args: ProfileArgs) -> Result<Profile, BenchError> {
+    if SearchConfig::from_args(&args)?.is_some() {
+        return Err(BenchError::InvalidArgument(
+            "--slo-ttft-ms and --slo-itl-ms ask for the goodput search, not the profile".into(),
+        ));
+    }
     let loads: Vec<Load> = args
         .concurrency
         .iter()
@@ -50,6 +56,7 @@ pub fn profile(args: ProfileArgs) -> Result<Profile, BenchError> {
                     seed: args.seed,
                 },
                 warmup: args.warmup,
+                skip_first: args.warmup_requests,
                 show_progress,
             };
             let records = runtime.block_on(session::run_level(&context, plan));

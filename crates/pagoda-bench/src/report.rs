@@ -171,6 +171,14 @@ impl RunReport {
         report
     }
 
+    /// Fraction of the measured requests, failed ones included, that met the SLO.
+    pub fn slo_attainment(&self) -> f64 {
+        if self.requests == 0 {
+            return 0.0;
+        }
+        self.good_requests as f64 / self.requests as f64
+    }
+
     fn count_success(&mut self, success: &Success, slo: Slo) {
         self.completed += 1;
         self.total_input_tokens += success.input_tokens;

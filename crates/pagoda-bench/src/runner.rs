@@ -37,6 +37,27 @@ pub struct RunRecords {
     pub wall: Duration,
 }
 
+impl RunRecords {
+    /// Leaves out the first `n` requests sent; the wall time then starts at the first send
+    /// that is kept and still ends at the last response's end.
+    pub fn without_first(mut self, n: u64) -> RunRecords {
+        if n == 0 {
+            return self;
+        }
+        let first_send = self.records.first().map_or(Duration::ZERO, |r| r.sent_at);
+        let end = first_send + self.wall;
+        let n = usize::try_from(n)
+            .unwrap_or(usize::MAX)
+            .min(self.records.len());
+        self.records.drain(..n);
+        let kept_first_send = self.records.first().map_or(end, |r| r.sent_at);
+        RunRecords {
+            records: self.records,
+            wall: end.saturating_sub(kept_first_send),
+        }
+    }
+}
+
 /// What all requests of a run share.
 pub struct RunContext {
     pub client: StreamingClient,
@@ -245,5 +266,48 @@ fn measure(context: &RunContext, history: &[Message], response: StreamedResponse
         input_source,
         output_tokens,
         output_source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Failure, FailureKind};
+
+    fn sent_at(ms: &[u64]) -> RunRecords {
+        let records = ms
+            .iter()
+            .map(|&m| RequestRecord {
+                sent_at: Duration::from_millis(m),
+                outcome: Err(Failure {
+                    kind: FailureKind::Connect,
+                    message: String::new(),
+                }),
+            })
+            .collect();
+        // First send at 10 ms, last response ends at 110 ms.
+        RunRecords {
+            records,
+            wall: Duration::from_millis(100),
+        }
+    }
+
+    #[test]
+    fn without_first_drops_the_earliest_sends_and_shortens_the_wall() {
+        let kept = sent_at(&[10, 20, 40, 70]).without_first(2);
+        let kept_sends: Vec<_> = kept.records.iter().map(|r| r.sent_at).collect();
+        assert_eq!(
+            kept_sends,
+            vec![Duration::from_millis(40), Duration::from_millis(70)]
+        );
+        assert_eq!(kept.wall, Duration::from_millis(70));
+    }
+
+    #[test]
+    fn without_first_zero_or_too_many() {
+        assert_eq!(sent_at(&[10, 20]).without_first(0).records.len(), 2);
+        let none = sent_at(&[10, 20]).without_first(5);
+        assert!(none.records.is_empty());
+        assert_eq!(none.wall, Duration::ZERO);
     }
 }

@@ -43,6 +43,7 @@ pub fn serve(args: ServeArgs) -> Result<BenchReport, BenchError> {
                 seed: args.seed.wrapping_add(index as u64),
             },
             warmup: args.warmup,
+            skip_first: 0,
             show_progress,
         };
         let records = runtime.block_on(session::run_level(&context, plan));

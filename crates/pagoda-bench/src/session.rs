@@ -58,11 +58,18 @@ pub fn context(
 #[derive(Debug, Clone, Copy)]
 pub struct LevelPlan {
     pub spec: RunSpec,
+    /// Requests sent and waited for before the level starts: they warm connections and
+    /// caches, and the level then starts on an idle server.
     pub warmup: u64,
+    /// Requests at the start of the level itself that are sent but left out of its records,
+    /// so that the measured ones meet the backlog a steady stream has built up. With a
+    /// request count, `spec.stop` counts the measured requests only.
+    pub skip_first: u64,
     pub show_progress: bool,
 }
 
-/// Sends the warm-up requests (waiting for all of them), then the measured ones.
+/// Sends the warm-up requests (waiting for all of them), then the level, whose first
+/// `skip_first` requests are left out.
 pub async fn run_level(context: &Arc<RunContext>, plan: LevelPlan) -> RunRecords {
     if plan.warmup > 0 {
         let warmup = RunSpec {
@@ -77,18 +84,25 @@ pub async fn run_level(context: &Arc<RunContext>, plan: LevelPlan) -> RunRecords
             bar.finish_and_clear();
         }
     }
-    let total = match plan.spec.stop {
+    let spec = match plan.spec.stop {
+        StopAfter::Requests(n) => RunSpec {
+            stop: StopAfter::Requests(n.saturating_add(plan.skip_first)),
+            ..plan.spec
+        },
+        StopAfter::Duration(_) => plan.spec,
+    };
+    let total = match spec.stop {
         StopAfter::Requests(n) => Some(n),
         StopAfter::Duration(_) => None,
     };
     let bar = plan
         .show_progress
         .then(|| progress_bar(total, &plan.spec.load.to_string()));
-    let records = runner::run(context.clone(), plan.spec, bar.clone()).await;
+    let records = runner::run(context.clone(), spec, bar.clone()).await;
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    records
+    records.without_first(plan.skip_first)
 }
 
 fn progress_bar(total: Option<u64>, label: &str) -> ProgressBar {

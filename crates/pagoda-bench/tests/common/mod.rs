@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use clap::Parser;
-use pagoda_bench::cli::{PlanArgs, ServeArgs};
+use pagoda_bench::cli::{PlanArgs, ProfileArgs, ServeArgs};
 use pagoda_bench::mock_server::{MockServer, MockServerConfig};
 use std::time::Duration;
 
@@ -11,6 +11,12 @@ use std::time::Duration;
 struct ServeWrapper {
     #[command(flatten)]
     args: ServeArgs,
+}
+
+#[derive(Parser)]
+struct ProfileWrapper {
+    #[command(flatten)]
+    args: ProfileArgs,
 }
 
 #[derive(Parser)]
@@ -60,6 +66,24 @@ impl Fixture {
         ];
         argv.extend_from_slice(extra);
         ServeWrapper::parse_from(argv).args
+    }
+}
+
+impl Fixture {
+    /// `bench profile` arguments against this server, writing into `out_dir`.
+    pub fn profile_args(&self, extra: &[&str]) -> ProfileArgs {
+        let base_url = self.server.base_url();
+        let out_dir = self.out_dir.path().display().to_string();
+        let mut argv = vec![
+            "profile",
+            "--base-url",
+            &base_url,
+            "--out-dir",
+            &out_dir,
+            "--no-progress",
+        ];
+        argv.extend_from_slice(extra);
+        ProfileWrapper::parse_from(argv).args
     }
 }
 
