@@ -69,12 +69,13 @@ pub fn run(args: &ProfileArgs, config: &SearchConfig) -> Result<GoodputSearchRep
     );
     let measure = |rate: f64| -> Result<RunReport, BenchError> {
         let load = Load::PoissonRate(rate);
-        // Every rate gets the same seed: the same prompts and, scaled by the rate, the same
-        // arrival pattern, so differences between rates come from the rate alone.
+        // Every rate gets the same arrival pattern (scaled by the rate), so differences between
+        // rates come from the rate alone, but prompts of its own: with the same prompts, a
+        // server's prefix cache would answer every rate after the first from what it kept.
         let workload = RandomWorkload::new(
             LengthSpec::fixed(args.input_len),
             LengthSpec::fixed(args.output_len),
-            args.seed,
+            prompt_seed(args.seed, rate),
         );
         let context = session::context(
             session::client(&args.endpoint)?,
@@ -123,6 +124,11 @@ pub fn run(args: &ProfileArgs, config: &SearchConfig) -> Result<GoodputSearchRep
     println!("{}", answer_lines(config, &report.answer));
     write_outputs(args, &report)?;
     Ok(report)
+}
+
+/// The prompts' seed at `rate`: the same for a rate on every run, different between rates.
+fn prompt_seed(seed: u64, rate: f64) -> u64 {
+    seed ^ rate.to_bits().rotate_left(17)
 }
 
 fn build_report(
@@ -237,4 +243,16 @@ fn write_outputs(args: &ProfileArgs, report: &GoodputSearchReport) -> Result<(),
     plot::write_goodput_curves(&plot_path, &runs)?;
     println!("Latency curves drawn in {}", plot_path.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prompt_seed;
+
+    #[test]
+    fn each_rate_has_prompts_of_its_own() {
+        assert_eq!(prompt_seed(7, 0.25), prompt_seed(7, 0.25));
+        assert_ne!(prompt_seed(7, 0.25), prompt_seed(7, 0.5));
+        assert_ne!(prompt_seed(7, 0.25), prompt_seed(8, 0.25));
+    }
 }
