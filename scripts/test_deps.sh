@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs beyond Cargo: the official `openai` Python SDK (the API
-# conformance test drives the server with it) and the ClickHouse and Redis servers from
+# conformance test drives the server with it), Playwright with Debian's Chromium (the console
+# is tested in a real headless browser), the ClickHouse and Redis servers from
 # Debian's packages (the gateway's metering and shared-limit tests start their own instances
 # of them on free loopback ports), kubectl (the deploy/ manifests are rendered with `kubectl
-# kustomize`) and chattr from e2fsprogs (tests make files immutable to fail writes). Safe to
+# kustomize`), chattr from e2fsprogs (tests make files immutable to fail writes) and Prometheus
+# with promtool (deploy/grafana's queries are evaluated by a real Prometheus scraping a test
+# server; the alert rules are unit-tested with promtool). Safe to
 # run again: installed packages are skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +18,8 @@ command -v clickhouse-server >/dev/null || missing+=(clickhouse-server clickhous
 command -v redis-server >/dev/null || missing+=(redis-server)
 command -v kubectl >/dev/null || missing+=(kubectl)
 command -v chattr >/dev/null || missing+=(e2fsprogs)
+command -v promtool >/dev/null || missing+=(prometheus)
+command -v chromium >/dev/null || missing+=(chromium)
 if ((${#missing[@]})); then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -24,3 +29,5 @@ fi
 clickhouse-client --version
 redis-server --version
 kubectl version --client
+promtool --version
+chromium --version

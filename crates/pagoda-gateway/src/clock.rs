@@ -17,7 +17,7 @@ pub fn now_ms() -> i64 {
 pub use pagoda_calendar::{civil_from_days, days_from_civil};
 
 /// A budget period: which one it is, as a number that changes when it rolls over.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Period {
     Day,
     Month,

@@ -41,6 +41,13 @@ CREATE TABLE IF NOT EXISTS cost_events (
     ts_ms             INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS cost_events_tenant_ts ON cost_events (tenant, ts_ms);
+CREATE TABLE IF NOT EXISTS admin_actions (
+    ts_ms        INTEGER NOT NULL,
+    actor_tenant TEXT NOT NULL,
+    actor_key    TEXT NOT NULL,
+    action       TEXT NOT NULL,
+    target       TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS audit_anchors (
     log   TEXT NOT NULL,
     seq   INTEGER NOT NULL,
@@ -59,5 +66,22 @@ pub fn open(path: &Path) -> Result<Connection, GatewayError> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.execute_batch(SCHEMA)?;
+    migrate(&conn)?;
     Ok(conn)
+}
+
+/// Columns added after the first release, to databases made before them.
+fn migrate(conn: &Connection) -> Result<(), GatewayError> {
+    let has_last_used = conn
+        .prepare("SELECT 1 FROM pragma_table_info('api_keys') WHERE name = 'last_used_ms'")?
+        .exists([])?;
+    if !has_last_used {
+        // Another process sharing the database may have added it since the check.
+        if let Err(e) = conn.execute_batch("ALTER TABLE api_keys ADD COLUMN last_used_ms INTEGER") {
+            if !e.to_string().contains("duplicate column") {
+                return Err(e.into());
+            }
+        }
+    }
+    Ok(())
 }

@@ -1,6 +1,7 @@
 //! The gateway as the server sees it: authenticate a bearer key, admit a request against
 //! its tenant's policy and counters, meter it, answer usage queries.
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -454,9 +455,23 @@ impl Gateway {
         self.settlement.sink.flush().await;
     }
 
-    /// Appends the per-tenant Prometheus counters.
+    /// Appends the per-tenant Prometheus series and the metering sink's health.
     pub fn render_metrics(&self, out: &mut String) {
         self.settlement.stats.render(out);
+        let health = self.settlement.sink.health();
+        let _ = writeln!(out, "# HELP pagoda:gateway_sink_failing 1 while the metering store refuses writes (events stay queued).");
+        let _ = writeln!(out, "# TYPE pagoda:gateway_sink_failing gauge");
+        let _ = writeln!(
+            out,
+            "pagoda:gateway_sink_failing {}",
+            u8::from(health.is_failing())
+        );
+        let _ = writeln!(
+            out,
+            "# HELP pagoda:gateway_sink_queued_events Cost events waiting for the metering store."
+        );
+        let _ = writeln!(out, "# TYPE pagoda:gateway_sink_queued_events gauge");
+        let _ = writeln!(out, "pagoda:gateway_sink_queued_events {}", health.queued());
     }
 }
 

@@ -47,7 +47,7 @@ string_id!(
 );
 
 /// `bytes` random bytes as lower-case hex.
-pub(crate) fn random_hex(bytes: usize) -> String {
+pub fn random_hex(bytes: usize) -> String {
     use rand::RngCore;
     let mut buf = vec![0u8; bytes];
     rand::rng().fill_bytes(&mut buf);

@@ -1,6 +1,7 @@
 //! API keys in the gateway database: create (the key is returned once), list, revoke, and
 //! authenticate a presented key.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -20,6 +21,8 @@ pub struct KeyRecord {
     pub created_ms: i64,
     pub expires_ms: Option<i64>,
     pub revoked_ms: Option<i64>,
+    /// When the key last authenticated a request, to the minute.
+    pub last_used_ms: Option<i64>,
 }
 
 impl KeyRecord {
@@ -30,16 +33,23 @@ impl KeyRecord {
 
 pub struct KeyStore {
     conn: Mutex<Connection>,
+    /// When each key's `last_used_ms` was last written: at most once a minute, so the
+    /// request path does not write the database on every request.
+    touched: Mutex<HashMap<KeyId, i64>>,
 }
+
+/// How stale `last_used_ms` may be.
+const TOUCH_EVERY_MS: i64 = 60_000;
 
 impl KeyStore {
     pub fn open(path: &Path) -> Result<KeyStore, GatewayError> {
         Ok(KeyStore {
             conn: Mutex::new(db::open(path)?),
+            touched: Mutex::new(HashMap::new()),
         })
     }
 
-    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+    pub(crate) fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -81,6 +91,7 @@ impl KeyStore {
             created_ms: now,
             expires_ms,
             revoked_ms: None,
+            last_used_ms: None,
         };
         Ok((record, key))
     }
@@ -88,20 +99,37 @@ impl KeyStore {
     pub fn list(&self) -> Result<Vec<KeyRecord>, GatewayError> {
         let conn = self.conn();
         let mut stmt = conn.prepare(
-            "SELECT key_id, tenant, name, created_ms, expires_ms, revoked_ms
+            "SELECT key_id, tenant, name, created_ms, expires_ms, revoked_ms, last_used_ms
              FROM api_keys ORDER BY tenant, created_ms",
         )?;
-        let rows = stmt.query_map([], |r| {
-            Ok(KeyRecord {
-                key_id: KeyId::new(r.get::<_, String>(0)?),
-                tenant: TenantId::new(r.get::<_, String>(1)?),
-                name: r.get(2)?,
-                created_ms: r.get(3)?,
-                expires_ms: r.get(4)?,
-                revoked_ms: r.get(5)?,
-            })
-        })?;
+        let rows = stmt.query_map([], record_of)?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// One key's record by id, live or not.
+    pub fn get(&self, key_id: &KeyId) -> Result<Option<KeyRecord>, GatewayError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT key_id, tenant, name, created_ms, expires_ms, revoked_ms, last_used_ms
+             FROM api_keys WHERE key_id = ?1",
+        )?;
+        Ok(stmt.query_row([key_id.as_str()], record_of).optional()?)
+    }
+
+    /// Records that `key_id` was just used, unless it was within the last minute.
+    fn touch(&self, key_id: &KeyId, now: i64) -> Result<(), GatewayError> {
+        {
+            let mut touched = self.touched.lock().unwrap_or_else(|e| e.into_inner());
+            match touched.get(key_id) {
+                Some(&last) if now - last < TOUCH_EVERY_MS => return Ok(()),
+                _ => touched.insert(key_id.clone(), now),
+            };
+        }
+        self.conn().execute(
+            "UPDATE api_keys SET last_used_ms = ?2 WHERE key_id = ?1",
+            params![key_id.as_str(), now],
+        )?;
+        Ok(())
     }
 
     /// Revokes a key by its id; `false` when no such key exists. Takes effect on the next
@@ -148,6 +176,7 @@ impl KeyStore {
         if !secret::hashes_equal(&presented_hash, &stored_hash) {
             return Err(GatewayError::InvalidKey);
         }
+        let now = now_ms();
         let record = KeyRecord {
             key_id,
             tenant: TenantId::new(tenant),
@@ -155,12 +184,26 @@ impl KeyStore {
             created_ms,
             expires_ms,
             revoked_ms,
+            last_used_ms: Some(now),
         };
-        if !record.is_usable(now_ms()) {
+        if !record.is_usable(now) {
             return Err(GatewayError::InvalidKey);
         }
+        self.touch(&record.key_id, now)?;
         Ok(record)
     }
+}
+
+fn record_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<KeyRecord> {
+    Ok(KeyRecord {
+        key_id: KeyId::new(r.get::<_, String>(0)?),
+        tenant: TenantId::new(r.get::<_, String>(1)?),
+        name: r.get(2)?,
+        created_ms: r.get(3)?,
+        expires_ms: r.get(4)?,
+        revoked_ms: r.get(5)?,
+        last_used_ms: r.get(6)?,
+    })
 }
 
 #[cfg(test)]
@@ -220,5 +263,44 @@ mod tests {
             Err(GatewayError::InvalidKey)
         ));
         assert!(store.create(&TenantId::new("t"), None, Some(1)).is_err());
+    }
+
+    #[test]
+    fn last_use_is_recorded_and_old_databases_gain_the_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gw.db");
+        // A database from before `last_used_ms` existed.
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute_batch(
+                "CREATE TABLE api_keys (key_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, name TEXT,
+                 hash TEXT NOT NULL, created_ms INTEGER NOT NULL, expires_ms INTEGER,
+                 revoked_ms INTEGER)",
+            )
+            .unwrap();
+        let store = KeyStore::open(&path).unwrap();
+        let (record, key) = store.create(&TenantId::new("t"), None, None).unwrap();
+        assert_eq!(
+            store.get(&record.key_id).unwrap().unwrap().last_used_ms,
+            None
+        );
+        let before = now_ms();
+        store.authenticate(key.reveal()).unwrap();
+        let used = store
+            .get(&record.key_id)
+            .unwrap()
+            .unwrap()
+            .last_used_ms
+            .unwrap();
+        assert!(used >= before);
+        // Within the minute, a second use does not write again.
+        store.authenticate(key.reveal()).unwrap();
+        assert_eq!(store.list().unwrap()[0].last_used_ms, Some(used));
+        // Reopening (a second replica) finds the column in place.
+        assert!(KeyStore::open(&path)
+            .unwrap()
+            .get(&KeyId::new("nope"))
+            .unwrap()
+            .is_none());
     }
 }

@@ -7,6 +7,7 @@
 //! prompt is tokenized, and feeds the returned `Ticket` the engine's outputs; the ticket
 //! settles the reservation and records the event exactly once.
 
+mod admin_log;
 mod alerts;
 mod anchors;
 mod bill;
@@ -27,13 +28,14 @@ mod stats;
 mod ticket;
 mod usage;
 
+pub use admin_log::AdminAction;
 pub use anchors::AuditAnchors;
 pub use error::{GatewayError, Limit};
 pub use event::{CostEvent, Status};
 pub use gateway::{
     open_sink, Admitted, Caller, Gateway, GatewayConfig, MeteringFailure, PlannedPrompt,
 };
-pub use ids::{EventId, KeyId, RequestId, TenantId};
+pub use ids::{random_hex, EventId, KeyId, RequestId, TenantId};
 pub use keys::{KeyRecord, KeyStore};
 pub use policy::{allows_tool, Budget, Policy, PolicyStore, TenantPolicy};
 pub use pricing::{ModelPrice, TokenUsage};

@@ -251,6 +251,11 @@ impl Policy {
         self.tenants.get(tenant).unwrap_or(&self.defaults)
     }
 
+    /// The tenants the file names, in name order (others get `tenant`'s defaults).
+    pub fn named_tenants(&self) -> impl Iterator<Item = (&TenantId, &TenantPolicy)> {
+        self.tenants.iter()
+    }
+
     /// The model's prices; an unpriced model costs nothing (warned about at startup).
     pub fn price(&self, model: &str) -> ModelPrice {
         self.pricing.get(model).cloned().unwrap_or(ModelPrice {

@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 use crate::alerts::Alerter;
 use crate::clock::now_ms;
 use crate::event::CostEvent;
-use crate::limits::{Limiter, Reservation};
+use crate::limits::{Limiter, Reservation, Spend};
 use crate::policy::TenantPolicy;
 use crate::sink::Sink;
 use crate::stats::TenantStats;
@@ -37,7 +37,7 @@ impl Settlement {
         match &self.limiter {
             Limiter::Local(l) => {
                 let spend = l.settle(policy, reservation, used, cost, now_ms());
-                self.alerts.check(policy, reservation, spend, currency);
+                self.settled(policy, reservation, spend, currency);
                 None
             }
             Limiter::Redis(_) => {
@@ -54,7 +54,7 @@ impl Settlement {
                         .settle(&policy, &reservation, used, cost, now_ms())
                         .await
                     {
-                        Ok(spend) => this.alerts.check(&policy, &reservation, spend, &currency),
+                        Ok(spend) => this.settled(&policy, &reservation, spend, &currency),
                         Err(e) => {
                             tracing::error!(error = %e, tenant = %reservation.tenant, "settling a reservation failed")
                         }
@@ -62,6 +62,12 @@ impl Settlement {
                 }))
             }
         }
+    }
+
+    /// What follows settled spend: budget alerts and the budget gauges.
+    fn settled(&self, policy: &TenantPolicy, r: &Reservation, spend: Spend, currency: &str) {
+        self.alerts.check(policy, r, spend, currency);
+        self.stats.budget(policy, r, spend, currency);
     }
 
     /// Counts the event in the per-tenant stats and queues it; `ack` is told once durable.

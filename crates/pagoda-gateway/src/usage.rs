@@ -45,7 +45,7 @@ impl UsageQuery {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct UsageRow {
     pub tenant: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -59,6 +59,8 @@ pub struct UsageRow {
     pub completion_tokens: u64,
     #[serde(with = "rust_decimal::serde::str")]
     pub cost: Decimal,
+    /// Accelerator time of the requests' forward passes, in milliseconds.
+    pub compute_ms: f64,
 }
 
 /// Folds event rows into usage rows, for stores that cannot sum decimals themselves.
@@ -76,6 +78,7 @@ pub struct EventFigures<'a> {
     pub cached_tokens: u64,
     pub completion_tokens: u64,
     pub cost: Decimal,
+    pub compute_ms: f64,
 }
 
 impl Aggregator {
@@ -97,12 +100,14 @@ impl Aggregator {
                 cached_tokens: 0,
                 completion_tokens: 0,
                 cost: Decimal::ZERO,
+                compute_ms: 0.0,
             });
         row.requests += 1;
         row.prompt_tokens += e.prompt_tokens;
         row.cached_tokens += e.cached_tokens;
         row.completion_tokens += e.completion_tokens;
         row.cost += e.cost;
+        row.compute_ms += e.compute_ms;
     }
 
     /// Rows ordered by tenant, model, hour.

@@ -62,7 +62,12 @@ pub async fn stop(state: &AppState) {
 
 /// Routes that stay open with a gateway: probes and scrapes carry no keys.
 fn is_open(path: &str) -> bool {
-    matches!(path, "/health" | "/metrics" | "/version")
+    matches!(path, "/health" | "/metrics" | "/version") || is_console(path)
+}
+
+/// The console signs its admins in with a session of its own (`console/auth.rs`).
+fn is_console(path: &str) -> bool {
+    path == "/ui" || path.starts_with("/ui/")
 }
 
 /// Middleware: 401 unless the request carries a live key; the caller rides along in the

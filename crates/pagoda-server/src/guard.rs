@@ -22,6 +22,7 @@ use pagoda_text::Tokenizer;
 use serde_json::Value;
 
 use crate::error::{ApiError, ServerError};
+use crate::guard_metrics::GuardCounters;
 use crate::pipeline::validate::ChatInput;
 use crate::wire::request::PromptInput;
 use pagoda_gateway::Caller;
@@ -39,6 +40,9 @@ pub struct GuardSettings {
 pub struct ServerGuard {
     guard: Guard,
     audit: Option<AuditLog>,
+    /// The chain's key, to verify the log with (the console).
+    audit_key: Option<AuditKey>,
+    counters: GuardCounters,
 }
 
 /// Loads the policy and opens the audit log before the server takes requests.
@@ -52,7 +56,7 @@ pub fn open(settings: &GuardSettings) -> Result<Arc<ServerGuard>, ServerError> {
     let audit = settings
         .audit_log
         .as_deref()
-        .map(|path| AuditLog::open_with(path, key))
+        .map(|path| AuditLog::open_with(path, key.clone()))
         .transpose()?;
     tracing::info!(
         policy = %settings.policy.display(),
@@ -62,6 +66,8 @@ pub fn open(settings: &GuardSettings) -> Result<Arc<ServerGuard>, ServerError> {
     Ok(Arc::new(ServerGuard {
         guard: Guard::new(policies),
         audit,
+        audit_key: key,
+        counters: GuardCounters::default(),
     }))
 }
 
@@ -295,10 +301,7 @@ impl ServerGuard {
         caller: Option<&Caller>,
         names: Vec<String>,
     ) -> Result<(), ApiError> {
-        let Some(log) = &self.audit else {
-            return Ok(());
-        };
-        log.append(AuditEvent {
+        self.record(AuditEvent {
             request_id: request_id.to_string(),
             tenant: tenant_of(caller).map(|t| t.0),
             stage: Stage::Response,
@@ -311,8 +314,30 @@ impl ServerGuard {
             incomplete: false,
             tool_calls_refused: names,
         })
-        .map(|_| ())
-        .map_err(|e| ApiError::Internal(e.to_string()))
+    }
+
+    /// Counts a decision and writes its audit record; a log that cannot be written refuses
+    /// the request rather than serve it unrecorded.
+    fn record(&self, event: AuditEvent) -> Result<(), ApiError> {
+        self.counters.observe(&event);
+        match &self.audit {
+            Some(log) => log
+                .append(event)
+                .map(|_| ())
+                .map_err(|e| ApiError::Internal(e.to_string())),
+            None => Ok(()),
+        }
+    }
+
+    /// The audit log's path and chain key, if there is a log.
+    pub fn audit_log(&self) -> Option<(std::path::PathBuf, Option<AuditKey>)> {
+        let log = self.audit.as_ref()?;
+        Some((log.path().to_path_buf(), self.audit_key.clone()))
+    }
+
+    /// The decision counters for `/metrics`.
+    pub fn render_metrics(&self, out: &mut String) {
+        self.counters.render(out);
     }
 
     /// The audit log's head, for anchoring.
@@ -338,16 +363,8 @@ impl Guarded {
             .output(&self.policy, &self.screened, self.canary.as_deref())
     }
 
-    /// Writes an audit record; a log that cannot be written refuses the request rather than
-    /// serve it unrecorded.
     fn audit(&self, event: AuditEvent) -> Result<(), ApiError> {
-        match &self.shared.audit {
-            Some(log) => log
-                .append(event)
-                .map(|_| ())
-                .map_err(|e| ApiError::Internal(e.to_string())),
-            None => Ok(()),
-        }
+        self.shared.record(event)
     }
 
     /// The response's record: what the output filters did over all choices (`incomplete`:

@@ -17,10 +17,12 @@
 mod args;
 mod audit_anchor;
 mod chat_output;
+mod console;
 mod error;
 mod gateway;
 mod generate;
 mod guard;
+mod guard_metrics;
 mod http;
 mod ids;
 mod limits;

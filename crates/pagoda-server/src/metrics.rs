@@ -135,6 +135,12 @@ impl Metrics {
         }
     }
 
+    /// Per-bucket counts (not cumulative) of time to first token and inter-token latency,
+    /// with their upper bounds in seconds, for the console's recent percentiles.
+    pub(crate) fn latency_buckets(&self) -> [(&'static [f64], Vec<u64>); 2] {
+        [&self.ttft, &self.itl].map(|h| (h.bounds, h.snapshot().counts))
+    }
+
     /// A sequence dropped before it finished (client gone).
     pub fn observe_aborted(&self, sequences: usize) {
         self.finished

@@ -13,6 +13,7 @@ use pagoda_gateway::AuditAnchors;
 
 use crate::args::ServeArgs;
 use crate::audit_anchor::Anchoring;
+use crate::console;
 use crate::error::ServerError;
 use crate::gateway;
 use crate::guard;
@@ -49,6 +50,7 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(ops::metrics))
         .route("/version", get(ops::version))
         .route("/v1/usage", get(gateway::usage))
+        .merge(console::routes())
         .fallback(ops::not_found)
         .layer(from_fn_with_state(state.clone(), gateway::authenticate))
         .layer(axum::extract::DefaultBodyLimit::max(
@@ -87,6 +89,9 @@ pub async fn serve_with(
     shutdown: impl Future<Output = ()> + Send + 'static,
     drain_timeout: Duration,
 ) -> std::io::Result<()> {
+    if state.gateway().is_some() {
+        console::spawn_sampler(state.clone());
+    }
     let mut connections = Connections::new(router(state.clone()), http);
     connections.accept(&listener, shutdown).await;
     tracing::info!("shutting down: admission stopped, draining in-flight requests");

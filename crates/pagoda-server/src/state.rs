@@ -13,6 +13,7 @@ use pagoda_text::chat_template::ChatTemplate;
 use tokio::sync::Semaphore;
 
 use crate::chat_output::ChatFeatures;
+use crate::console::Console;
 use crate::error::{ApiError, ServerError};
 use crate::guard::ServerGuard;
 use crate::limits::RequestLimits;
@@ -49,6 +50,8 @@ struct Inner {
     /// blocking pool: one per core, so that work never starves the I/O thread and never
     /// grows past the cores it can use.
     blocking: Semaphore,
+    /// Console sign-ins and the engine history its charts draw.
+    console: Console,
 }
 
 impl AppState {
@@ -77,6 +80,7 @@ impl AppState {
                 blocking: Semaphore::new(
                     std::thread::available_parallelism().map_or(2, |n| n.get().max(2)),
                 ),
+                console: Console::default(),
             }),
         }
     }
@@ -103,6 +107,10 @@ impl AppState {
     /// Puts every request behind the gateway; later calls are ignored.
     pub fn set_gateway(&self, gateway: Arc<Gateway>) {
         let _ = self.inner.gateway.set(gateway);
+    }
+
+    pub fn console(&self) -> &Console {
+        &self.inner.console
     }
 
     pub fn gateway(&self) -> Option<&Arc<Gateway>> {

@@ -132,6 +132,7 @@ impl ClickHouseSink {
                 cost: Decimal::from_str(v["cost"].as_str().unwrap_or("0"))
                     .map_err(|e| GatewayError::Sink(e.to_string()))?
                     .normalize(),
+                compute_ms: v["compute_ms"].as_f64().unwrap_or(0.0),
             });
         }
         Ok(rows)
@@ -186,7 +187,7 @@ fn usage_sql(q: &UsageQuery) -> String {
     format!(
         "SELECT {}, count() AS requests, sum(prompt_tokens) AS prompt_tokens, \
          sum(cached_tokens) AS cached_tokens, sum(completion_tokens) AS completion_tokens, \
-         toString(sum(cost)) AS cost FROM {TABLE} FINAL WHERE {} GROUP BY {} ORDER BY {} \
+         toString(sum(cost)) AS cost, sum(compute_ms) AS compute_ms FROM {TABLE} FINAL WHERE {} GROUP BY {} ORDER BY {} \
          FORMAT JSONEachRow",
         keys.join(", "),
         filters.join(" AND "),

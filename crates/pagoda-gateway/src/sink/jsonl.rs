@@ -79,5 +79,6 @@ pub fn figures(e: &CostEvent) -> EventFigures<'_> {
         cached_tokens: e.cached_tokens,
         completion_tokens: e.completion_tokens,
         cost: e.cost,
+        compute_ms: e.compute_ms,
     }
 }

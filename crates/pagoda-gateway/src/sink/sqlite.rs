@@ -105,7 +105,8 @@ fn insert(conn: &mut Connection, events: &[CostEvent]) -> rusqlite::Result<()> {
 /// Costs are stored as decimal text (exact), so they are summed here rather than in SQL.
 pub fn usage(conn: &Connection, query: &UsageQuery) -> Result<Vec<UsageRow>, GatewayError> {
     let mut stmt = conn.prepare_cached(
-        "SELECT tenant, model, ts_ms, prompt_tokens, cached_tokens, completion_tokens, cost
+        "SELECT tenant, model, ts_ms, prompt_tokens, cached_tokens, completion_tokens, cost,
+                compute_ms
          FROM cost_events
          WHERE (?1 IS NULL OR tenant = ?1) AND (?2 IS NULL OR ts_ms >= ?2)
            AND (?3 IS NULL OR ts_ms < ?3)",
@@ -126,6 +127,7 @@ pub fn usage(conn: &Connection, query: &UsageQuery) -> Result<Vec<UsageRow>, Gat
                 cached_tokens: row.get::<_, i64>(4)? as u64,
                 completion_tokens: row.get::<_, i64>(5)? as u64,
                 cost: Decimal::from_str(&cost).map_err(|e| GatewayError::Sink(e.to_string()))?,
+                compute_ms: row.get(7)?,
             },
         );
     }

@@ -37,6 +37,9 @@ pub async fn metrics(State(state): State<AppState>, caller: Option<Extension<Cal
     let mut text = state
         .metrics()
         .render(state.model_name(), stats.as_ref(), block_size);
+    if let Some(guard) = state.guard() {
+        guard.render_metrics(&mut text);
+    }
     let caller = caller.map(|Extension(c)| c);
     crate::gateway::render_metrics(&state, caller.as_ref(), &mut text);
     (

@@ -53,6 +53,8 @@ pub fn run(command: KeysCommand) -> anyhow::Result<()> {
             let store = KeyStore::open(&db.gateway_db)?;
             let (record, key) =
                 store.create(&TenantId::new(tenant.trim()), name.as_deref(), expires)?;
+            let target = format!("key {} of tenant {}", record.key_id, record.tenant);
+            store.record_action("cli", "", "key.create", &target)?;
             // The key alone on stdout, for scripts; the note on stderr.
             println!("{}", key.reveal());
             eprintln!(
@@ -91,6 +93,7 @@ pub fn run(command: KeysCommand) -> anyhow::Result<()> {
             if !store.revoke(&KeyId::new(id))? {
                 bail!("no key with id `{id}`");
             }
+            store.record_action("cli", "", "key.revoke", &format!("key {id}"))?;
             eprintln!("revoked key {id}");
         }
     }
