@@ -234,4 +234,8 @@ pub struct PlanArgs {
     /// Print the plan as JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Also write the plan with its inputs as JSON to this file (what the operator console
+    /// shows).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }

@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod mock_server;
 pub mod plan;
 pub mod plan_command;
+pub mod plan_report;
 pub mod plot;
 pub mod profile;
 pub mod profile_format;

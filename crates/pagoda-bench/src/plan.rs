@@ -7,7 +7,7 @@ use crate::error::BenchError;
 use crate::profile_format::ProfileLoad;
 use rust_decimal::prelude::ToPrimitive;
 use rust_decimal::Decimal;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The traffic to serve.
 #[derive(Debug, Clone, Copy)]
@@ -54,7 +54,7 @@ pub struct PlanInput {
 }
 
 /// What limits a pool's size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Constraint {
     PrefillThroughput,
@@ -80,7 +80,7 @@ impl Constraint {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PoolSize {
     pub replicas: u64,
     pub accelerators: u64,
@@ -88,14 +88,14 @@ pub struct PoolSize {
 }
 
 /// Cost of serving the demand, in US dollars.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cost {
     pub per_hour_usd: Decimal,
     pub per_million_input_usd: Decimal,
     pub per_million_output_usd: Decimal,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
     pub prefill: PoolSize,
     pub decode: PoolSize,

@@ -3,6 +3,7 @@
 use crate::cli::PlanArgs;
 use crate::error::BenchError;
 use crate::plan::{plan, Demand, Plan, PlanInput, PoolSize, SloTarget};
+use crate::plan_report::PlanReport;
 use crate::profile_format::Profile;
 use rust_decimal::Decimal;
 use std::fmt::Write as _;
@@ -153,6 +154,9 @@ pub fn run(args: &PlanArgs) -> Result<Plan, BenchError> {
         );
     } else {
         print!("{}", format_plan(&input, &plan));
+    }
+    if let Some(path) = &args.out {
+        PlanReport::new(&input, &plan, args.profile.as_deref()).write(path)?;
     }
     Ok(plan)
 }

@@ -8,6 +8,7 @@ use pagoda_bench::compare::{compare_runs, pair_runs};
 use pagoda_bench::metrics::Summary;
 use pagoda_bench::plan::Constraint;
 use pagoda_bench::plan_command;
+use pagoda_bench::plan_report::PlanReport;
 use pagoda_bench::profile_format::{Profile, ProfileLoad};
 use pagoda_bench::report::Slo;
 use pagoda_bench::{BenchReport, RunReport};
@@ -112,6 +113,34 @@ fn plan_from_a_profile_reports_the_binding_slo() {
     assert_eq!(plan.decode.replicas, 500);
     assert_eq!(plan.decode.binds, Constraint::ItlSlo);
     assert_eq!(plan.slo_load_concurrency, Some(8));
+}
+
+#[test]
+fn plan_out_writes_the_plan_with_its_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("profile.json");
+    profile_with_loads().write(&profile).unwrap();
+    let out = dir.path().join("plan.json");
+    let (profile, out_flag) = (profile.display().to_string(), out.display().to_string());
+    let mut flags = vec!["--profile", &profile, "--out", &out_flag];
+    flags.extend_from_slice(&["--qps", "1000", "--input", "2000", "--output", "500"]);
+    flags.extend_from_slice(&["--cache-hit", "0.4", "--slo-itl-ms", "30"]);
+    let plan = plan_command::run(&plan_args(&flags)).unwrap();
+    let saved = PlanReport::read(&out).unwrap();
+    assert_eq!(saved.plan, plan);
+    assert_eq!(saved.qps, Decimal::from(1000));
+    assert_eq!(saved.cache_hit, "0.4".parse::<Decimal>().unwrap());
+    assert_eq!(saved.prefill_tps, Decimal::from(12000));
+    assert_eq!(saved.profile.as_deref(), Some(profile.as_str()));
+    let slo = saved.slo.unwrap();
+    assert_eq!(
+        (slo.ttft_ms, slo.itl_ms, slo.percentile),
+        (None, Some(30.0), 90)
+    );
+    assert!(saved.tool.starts_with("pagoda-bench") && saved.tool.ends_with("plan"));
+    // Money and sizes travel as the exact decimals the planner computed.
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains("\"per_hour_usd\": \""), "{text}");
 }
 
 #[test]
