@@ -9,8 +9,10 @@ pub mod obedient;
 pub mod probe;
 pub mod report;
 pub mod runner;
+pub mod saved;
 
 pub use error::RedteamError;
 pub use probe::{builtin, load, Probe};
 pub use report::{ProbeResult, Report};
 pub use runner::{run, run_blocking, RunConfig};
+pub use saved::SavedReport;

@@ -118,13 +118,22 @@ fn redteam_fails_the_job_above_max_asr_and_passes_below() {
     let target = format!("http://{}", listener.local_addr().unwrap());
     rt.spawn(pagoda_redteam::obedient::serve(listener, None));
 
-    let (ok, stdout, stderr) = pagoda(&["redteam", "--target", &target]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("redteam.json");
+    let out_flag = out.to_str().unwrap();
+    let (ok, stdout, stderr) = pagoda(&["redteam", "--target", &target, "--out", out_flag]);
     assert!(!ok, "an obedient target must fail the run");
     assert!(
         stdout.contains("overall") && stdout.contains("roleplay.dan"),
         "{stdout}"
     );
     one_line_error(&stderr, "above --max-asr");
+    // The report is saved even when the job fails: that is when it is wanted.
+    let saved: pagoda_redteam::SavedReport =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(saved.pack, "builtin");
+    assert!(saved.tool.starts_with("pagoda-redteam"));
+    assert!(saved.report.asr > 0.9 && saved.report.probes.len() >= 6);
 
     let (ok, stdout, _) = pagoda(&["redteam", "--target", &target, "--json", "--max-asr", "1"]);
     assert!(ok);

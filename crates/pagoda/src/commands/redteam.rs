@@ -3,7 +3,9 @@
 
 use anyhow::bail;
 use clap::Args;
-use pagoda_redteam::{load, run_blocking, RunConfig};
+use std::path::PathBuf;
+
+use pagoda_redteam::{load, run_blocking, RunConfig, SavedReport};
 
 #[derive(Args)]
 pub struct RedteamArgs {
@@ -25,6 +27,10 @@ pub struct RedteamArgs {
     /// Print the report as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Also write the report as JSON, with the pack's name, to this file (what the operator
+    /// console shows); written even when the rate is above --max-asr.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
     /// Model name for requests (default: the first the target lists).
     #[arg(long)]
     pub model: Option<String>,
@@ -46,6 +52,9 @@ pub fn run(args: RedteamArgs) -> anyhow::Result<()> {
         max_tokens: args.max_tokens,
     };
     let report = run_blocking(&config, &probes)?;
+    if let Some(path) = &args.out {
+        SavedReport::new(&args.probes, report.clone()).write(path)?;
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
