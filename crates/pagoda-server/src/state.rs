@@ -113,6 +113,11 @@ impl AppState {
         &self.inner.console
     }
 
+    /// The folder of saved reports the console shows; later calls are ignored.
+    pub fn set_console_reports_dir(&self, dir: std::path::PathBuf) {
+        self.inner.console.set_reports_dir(dir);
+    }
+
     pub fn gateway(&self) -> Option<&Arc<Gateway>> {
         self.inner.gateway.get()
     }

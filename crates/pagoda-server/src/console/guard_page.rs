@@ -1,6 +1,6 @@
 //! Guardrails: the latest audit decisions (entity types, rule ids and counts; the log never
-//! holds values), blocks per tenant and reason over them, and whether the log's hash chain
-//! verifies.
+//! holds values), blocks per tenant and reason over them, whether the log's hash chain
+//! verifies, and the newest red-team report saved in the reports folder.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
@@ -73,6 +73,8 @@ fn verification(path: &Path, key: Option<&AuditKey>) -> String {
 }
 
 pub async fn page_handler(State(state): State<AppState>, admin: Admin) -> Response {
+    // Red-team results matter with guardrails off too: they show what is let through.
+    let redteam = super::reports::redteam_section(&state).await;
     let respond = |body: String| {
         no_store(
             Html(page(
@@ -80,7 +82,7 @@ pub async fn page_handler(State(state): State<AppState>, admin: Admin) -> Respon
                 "/ui/guard",
                 admin.tenant.as_str(),
                 &admin.csrf,
-                &body,
+                &format!("{body}{redteam}"),
             ))
             .into_response(),
         )

@@ -22,11 +22,12 @@ pub fn escape(text: &str) -> String {
 const STYLE: &str = include_str!("console.css");
 
 /// The pages in the navigation bar: path and label.
-const NAV: [(&str, &str); 4] = [
+const NAV: [(&str, &str); 5] = [
     ("/ui/engine", "Engine"),
     ("/ui/tenants", "Tenants and keys"),
     ("/ui/usage", "Usage and cost"),
     ("/ui/guard", "Guardrails"),
+    ("/ui/reports", "Reports"),
 ];
 
 /// A whole page for a signed-in admin: navigation, `body`, and the sign-out form.
@@ -101,4 +102,13 @@ pub fn table(id: &str, headers: &[&str], rows: &[Vec<String>]) -> String {
 /// A UTC time, or "-".
 pub fn time(ms: Option<i64>) -> String {
     ms.map_or("-".to_string(), pagoda_gateway::clock::format_ms)
+}
+
+/// A figure with `decimals` places, or "-" when it is not finite (a hand-edited report).
+pub fn num(value: f64, decimals: usize) -> String {
+    if value.is_finite() {
+        format!("{value:.decimals$}")
+    } else {
+        "-".to_string()
+    }
 }

@@ -1,18 +1,26 @@
 //! The operator console at `/ui`: server-rendered pages for admins of the gateway (live
-//! engine, tenants and keys, usage and cost, guardrails). Every asset is served from the
-//! binary; nothing is fetched from anywhere else. The pages read the same stores the CLI
-//! and `/v1/usage` do.
+//! engine, tenants and keys, usage and cost, guardrails, saved reports). Every asset is
+//! served from the binary; nothing is fetched from anywhere else. The pages read the same
+//! stores the CLI and `/v1/usage` do, and the report files `--console-reports-dir` names.
 
 mod auth;
 mod engine;
 mod guard_page;
 mod history;
 mod html;
+mod report_bench;
+mod report_files;
+mod report_kinds;
+mod report_plan;
+mod report_redteam;
+mod report_svg;
+mod reports;
 mod session;
 mod tenants;
 mod usage;
 
-use std::sync::Mutex;
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
 
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
@@ -24,14 +32,24 @@ use auth::Admin;
 use history::{History, Sample};
 use session::Sessions;
 
-/// The console's own state: sign-ins and the engine's sampled history.
+/// The console's own state: sign-ins, the engine's sampled history, the reports folder.
 #[derive(Default)]
 pub struct Console {
     sessions: Sessions,
     history: Mutex<History>,
+    reports_dir: OnceLock<PathBuf>,
 }
 
 impl Console {
+    /// Later calls are ignored.
+    pub fn set_reports_dir(&self, dir: PathBuf) {
+        let _ = self.reports_dir.set(dir);
+    }
+
+    fn reports_dir(&self) -> Option<PathBuf> {
+        self.reports_dir.get().cloned()
+    }
+
     fn history_samples(&self) -> Vec<Sample> {
         self.history
             .lock()
@@ -54,6 +72,9 @@ pub fn routes() -> Router<AppState> {
         .route("/ui/usage", get(usage::page_handler))
         .route("/ui/usage.csv", get(usage::csv))
         .route("/ui/guard", get(guard_page::page_handler))
+        .route("/ui/reports", get(reports::list_handler))
+        .route("/ui/reports/{name}", get(reports::view_handler))
+        .route("/ui/reports/svg/{name}", get(report_svg::svg_handler))
         .route("/ui/console.js", get(script))
         .route("/ui/{*rest}", get(not_found))
 }
