@@ -112,6 +112,11 @@ pub struct ServeArgs {
     /// holder of the key can extend or rewrite; verify with `pagoda audit verify --key`.
     #[arg(long, env = "PAGODA_AUDIT_KEY")]
     pub audit_key: Option<PathBuf>,
+    /// Folder of saved reports the operator console shows (needs --gateway-db): JSON of
+    /// `pagoda bench`, `pagoda plan --out` and `pagoda redteam --out`, and bench SVG plots.
+    /// Only plain files directly inside it are read; links and subfolders are ignored.
+    #[arg(long, env = "PAGODA_CONSOLE_REPORTS_DIR")]
+    pub console_reports_dir: Option<PathBuf>,
     /// Largest request body, e.g. 8MiB; larger bodies get 413 [default: 8MiB].
     #[arg(long, env = "PAGODA_MAX_BODY_BYTES", value_parser = parse_byte_size)]
     pub max_body_bytes: Option<u64>,

@@ -158,6 +158,13 @@ async fn run(settings: Settings) -> Result<(), ServerError> {
     state.set_slo_classes(settings.slo_classes.clone());
     gateway::start(&state, settings.gateway.clone()).await?;
     start_guard(&state, settings.guard.as_ref())?;
+    if let Some(dir) = &settings.console_reports_dir {
+        if !dir.is_dir() {
+            // Not fatal: the console says so, and the folder may be made later.
+            tracing::warn!(dir = %dir.display(), "--console-reports-dir is not a folder (yet)");
+        }
+        state.set_console_reports_dir(dir.clone());
+    }
     let anchoring = match (state.guard(), &settings.gateway) {
         (Some(guard), Some(gateway)) if guard.audit_head().is_some() => {
             let anchoring = Anchoring::new(AuditAnchors::open(&gateway.db)?, guard.clone());

@@ -44,6 +44,8 @@ pub struct Settings {
     pub http: HttpLimits,
     /// Named latency targets requests run under.
     pub slo_classes: SloClasses,
+    /// Where the console finds saved bench, plan and red-team reports.
+    pub console_reports_dir: Option<PathBuf>,
 }
 
 /// The TOML file: the same keys as the flags.
@@ -79,6 +81,7 @@ struct FileSettings {
     guard_config: Option<PathBuf>,
     audit_log: Option<PathBuf>,
     audit_key: Option<PathBuf>,
+    console_reports_dir: Option<PathBuf>,
     max_body_bytes: Option<Size>,
     max_prompt_bytes: Option<Size>,
     max_messages: Option<usize>,
@@ -288,6 +291,13 @@ impl Settings {
             args.audit_log.or(file.audit_log),
             args.audit_key.or(file.audit_key),
         )?;
+        let console_reports_dir = args.console_reports_dir.or(file.console_reports_dir);
+        if console_reports_dir.is_some() && gateway.is_none() {
+            return Err(setting(
+                "console-reports-dir",
+                "the console that shows the reports needs --gateway-db".into(),
+            ));
+        }
         Ok(Settings {
             model,
             host: args
@@ -306,6 +316,7 @@ impl Settings {
             chat_features,
             http,
             slo_classes,
+            console_reports_dir,
         })
     }
 
@@ -726,6 +737,44 @@ mod tests {
         })
         .unwrap();
         assert!(plain.guard.is_none());
+    }
+
+    #[test]
+    fn the_console_reports_dir_comes_from_the_file_or_the_flag_and_needs_the_gateway() {
+        let path = write_config(
+            "reports",
+            "model = \"/m\"\ngateway_db = \"/gw.db\"\nconsole_reports_dir = \"/r\"\n",
+        );
+        let from_file = Settings::resolve(ServeArgs {
+            config: Some(path.clone()),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        let from_flag = Settings::resolve(ServeArgs {
+            config: Some(path.clone()),
+            console_reports_dir: Some("/flag".into()),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        std::fs::remove_file(path).ok();
+        assert_eq!(from_file.console_reports_dir, Some(PathBuf::from("/r")));
+        assert_eq!(from_flag.console_reports_dir, Some(PathBuf::from("/flag")));
+        let err = Settings::resolve(ServeArgs {
+            model: Some("/m".into()),
+            console_reports_dir: Some("/r".into()),
+            ..ServeArgs::default()
+        })
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ServerError::Setting {
+                    field: "console-reports-dir",
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 
     #[test]
