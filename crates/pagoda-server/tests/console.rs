@@ -1,15 +1,17 @@
 //! The operator console at /ui over HTTP: nothing without an admin session, sign-in only
 //! with an admin tenant's live key, CSRF and origin checks on every write, a created key's
 //! secret in exactly one response, writes recorded in the admin log, and the pages showing
-//! what the stores hold. `console_in_a_real_browser` drives the same pages in headless
-//! Chromium (tests/python/test_console_browser.py).
+//! what the stores hold, the reports page showing what the real bench, plan and red-team
+//! tools saved (and nothing outside its folder). `console_in_a_real_browser` drives the same
+//! pages in headless Chromium (tests/python/test_console_browser.py).
 
 mod common;
+mod console_support;
 
 use std::path::{Path, PathBuf};
 
 use common::gateway::{GatewayServer, PRICES};
-use common::{chat_body, run_python};
+use common::{chat_body, run_python, MODEL};
 use pagoda_gateway::KeyId;
 use pagoda_server::{start_guard, GuardSettings};
 use reqwest::header::{COOKIE, ORIGIN, SET_COOKIE};
@@ -23,7 +25,7 @@ admin = true
 "#;
 
 /// Every GET route of the console.
-const PAGES: [&str; 9] = [
+const PAGES: [&str; 12] = [
     "/ui",
     "/ui/engine",
     "/ui/api/engine",
@@ -31,9 +33,16 @@ const PAGES: [&str; 9] = [
     "/ui/usage",
     "/ui/usage.csv",
     "/ui/guard",
+    "/ui/reports",
+    "/ui/reports/notes.json",
+    "/ui/reports/svg/plain.svg",
     "/ui/console.js",
     "/ui/no-such-page",
 ];
+
+/// A plot with a script in it: served, but never able to run.
+const PLAIN_SVG: &str = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"60\" height=\"20\">\
+    <text x=\"2\" y=\"15\">PLAINPLOT</text><script>alert(1)</script></svg>";
 
 struct Console {
     g: GatewayServer,
@@ -58,6 +67,18 @@ impl Console {
             audit_key: None,
         };
         start_guard(&g.server.state, Some(&settings)).unwrap();
+        // The reports folder: a plot, a corrupt report, links to files outside it.
+        let reports = dir.path().join("reports");
+        std::fs::create_dir(&reports).unwrap();
+        std::fs::write(reports.join("plain.svg"), PLAIN_SVG).unwrap();
+        std::fs::write(reports.join("notes.json"), "{\"runs\": [").unwrap();
+        std::fs::write(dir.path().join("secret.svg"), "<svg>TOP-SECRET</svg>").unwrap();
+        std::fs::write(dir.path().join("secret.json"), "{\"TOP-SECRET\": 1}").unwrap();
+        for name in ["secret.svg", "secret.json"] {
+            let link = reports.join(name.replace("secret", "link"));
+            std::os::unix::fs::symlink(dir.path().join(name), link).unwrap();
+        }
+        g.server.state.set_console_reports_dir(reports);
         let acme = g.key("acme");
         let admin = g.key("root");
         let client = reqwest::Client::builder()
@@ -75,6 +96,40 @@ impl Console {
 
     fn url(&self, path: &str) -> String {
         self.g.server.url(path)
+    }
+
+    fn reports(&self) -> PathBuf {
+        self._dir.path().join("reports")
+    }
+
+    /// Every kind of report, written by the real tools (a tenant of its own runs the bench,
+    /// so acme's usage stays as the other tests expect).
+    async fn save_reports(&self) {
+        let key = self.g.key("bench");
+        let base = self.url("");
+        console_support::save_reports(base.trim_end_matches('/'), &key, MODEL, &self.reports())
+            .await;
+    }
+
+    /// A request exactly as written, unnormalised by any client: for paths with `..` and
+    /// encoded slashes.
+    async fn raw_get(&self, cookie: &str, path: &str) -> (u16, String) {
+        let addr = self.g.server.base.trim_start_matches("http://").to_string();
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nCookie: {cookie}\r\nConnection: close\r\n\r\n"
+        );
+        tokio::task::spawn_blocking(move || {
+            use std::io::{Read, Write};
+            let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+            stream.write_all(request.as_bytes()).unwrap();
+            let mut bytes = Vec::new();
+            stream.read_to_end(&mut bytes).unwrap();
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            let status = text.split(' ').nth(1).unwrap().parse().unwrap();
+            (status, text)
+        })
+        .await
+        .unwrap()
     }
 
     /// Signs in with `key`; the session cookie on success.
@@ -179,6 +234,10 @@ async fn without_an_admin_session_every_console_route_is_refused_and_reveals_not
             assert_eq!(status, 401, "{path}");
             assert!(
                 !body.contains("acme") && !body.contains("root") && !body.contains("tiny-qwen2"),
+                "{path}: {body}"
+            );
+            assert!(
+                !body.contains("PLAINPLOT") && !body.contains("notes.json"),
                 "{path}: {body}"
             );
         }
@@ -314,7 +373,14 @@ async fn admins_create_and_revoke_keys_with_csrf_and_every_write_is_recorded() {
     // Revoking the admin's own key ends its session.
     let admin_id = c.admin.split('_').nth(1).unwrap();
     c.g.gateway.keys().revoke(&KeyId::new(admin_id)).unwrap();
-    assert_eq!(c.get(&s.cookie, "/ui/tenants").await.0, 403);
+    for path in PAGES.iter().filter(|p| !p.ends_with("no-such-page")) {
+        let (status, body) = c.get(&s.cookie, path).await;
+        assert_eq!(status, 403, "{path}");
+        assert!(
+            !body.contains("PLAINPLOT") && !body.contains("acme"),
+            "{path}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -371,6 +437,203 @@ async fn usage_and_guard_pages_show_what_the_stores_hold() {
     assert!(engine["samples"].is_array());
 }
 
+/// Where `needle` first appears in `page`, for ordering checks.
+fn at(page: &str, needle: &str) -> usize {
+    page.find(needle)
+        .unwrap_or_else(|| panic!("{needle} not in {page}"))
+}
+
+#[tokio::test]
+async fn reports_page_shows_what_the_tools_saved_and_nothing_outside_its_folder() {
+    let c = Console::start().await;
+    c.save_reports().await;
+    let s = c.session().await;
+    let dir = c.reports();
+
+    // The list: every report with its kind, newest first; the corrupt one unreadable; the
+    // links to files outside the folder not listed.
+    let (status, list) = c.get(&s.cookie, "/ui/reports").await;
+    assert_eq!(status, 200);
+    let order: Vec<usize> = [
+        "redteam.json",
+        "plan.json",
+        "profile.json",
+        "bench.json",
+        "notes.json",
+        "old-redteam.json",
+    ]
+    .iter()
+    .map(|name| at(&list, &format!("href=\"/ui/reports/{name}\"")))
+    .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}: {list}");
+    for kind in [
+        "bench serve",
+        "bench profile",
+        "plan",
+        "red team",
+        "unreadable",
+    ] {
+        assert!(list.contains(&format!(">{kind}<")), "{kind}: {list}");
+    }
+    assert!(list.contains("not JSON"), "{list}");
+    assert!(
+        !list.contains("link.") && !list.contains("TOP-SECRET"),
+        "{list}"
+    );
+    assert!(list.contains("2 file(s) not shown"), "{list}");
+    for plot in [
+        "latency_cdf.svg",
+        "sweep.svg",
+        "goodput_search.svg",
+        "plain.svg",
+    ] {
+        assert!(list.contains(&format!("/ui/reports/svg/{plot}")), "{plot}");
+    }
+
+    // bench serve: every level's figures as the JSON has them, and both plots.
+    let bench = pagoda_bench::BenchReport::read(&dir.join("bench.json")).unwrap();
+    let (status, page) = c.get(&s.cookie, "/ui/reports/bench.json").await;
+    assert_eq!(status, 200);
+    assert_eq!(bench.runs.len(), 2);
+    for run in &bench.runs {
+        assert_eq!(run.failed, 0, "{:?}", run.error_examples);
+        for figure in [
+            format!("<td>{}</td>", run.load),
+            format!("<td>{:.2}</td>", run.request_throughput),
+            format!("<td>{:.1}</td>", run.output_token_throughput),
+            format!("<td>{:.1}</td>", run.ttft_ms.median),
+            format!("<td>{:.1}</td>", run.ttft_ms.p99),
+        ] {
+            assert!(page.contains(&figure), "{figure} not in {page}");
+        }
+    }
+    for plot in ["latency_cdf.svg", "sweep.svg"] {
+        assert!(
+            page.contains(&format!("<img src=\"/ui/reports/svg/{plot}\"")),
+            "{page}"
+        );
+    }
+
+    // bench profile and the plan made from it.
+    let profile = pagoda_bench::profile_format::Profile::read(&dir.join("profile.json")).unwrap();
+    let page = c.get(&s.cookie, "/ui/reports/profile.json").await.1;
+    assert!(page.contains("id=\"profile-loads\""), "{page}");
+    assert!(
+        page.contains(&format!("{:.1} prompt tokens/s", profile.prefill_tps)),
+        "{page}"
+    );
+    let plan = pagoda_bench::plan_report::PlanReport::read(&dir.join("plan.json")).unwrap();
+    let page = c.get(&s.cookie, "/ui/reports/plan.json").await.1;
+    assert!(page.contains("25% prefix-cache hits"), "{page}");
+    let shared = format!(
+        "<td>colocated</td><td>shared</td><td>{}</td>",
+        plan.plan.colocated.replicas
+    );
+    assert!(page.contains(&shared), "{shared} not in {page}");
+
+    // The goodput search: every rate measured, the answer, its plot.
+    let page = c.get(&s.cookie, "/ui/reports/goodput_search.json").await.1;
+    assert!(page.contains("id=\"goodput-points\""), "{page}");
+    assert!(
+        page.contains("<td>4.00</td>") && page.contains("<td>8.00</td>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<img src=\"/ui/reports/svg/goodput_search.svg\""),
+        "{page}"
+    );
+
+    // A corrupt report is a page saying so, not an error.
+    let (status, page) = c.get(&s.cookie, "/ui/reports/notes.json").await;
+    assert_eq!(status, 200);
+    assert!(
+        page.contains("id=\"report-error\"") && page.contains("unreadable"),
+        "{page}"
+    );
+
+    // The Guardrails page: the newest red-team report, per pack and in total.
+    let saved: pagoda_redteam::SavedReport =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("redteam.json")).unwrap()).unwrap();
+    let guard = c.get(&s.cookie, "/ui/guard").await.1;
+    assert!(
+        guard.contains("id=\"redteam-packs\"") && guard.contains("redteam.json"),
+        "{guard}"
+    );
+    assert!(
+        !guard.contains("old-pack.yaml"),
+        "the older report is not the newest"
+    );
+    for pack in [
+        "roleplay_jailbreak",
+        "system_prompt_extraction",
+        "pii_exfiltration",
+    ] {
+        assert!(
+            guard.contains(&format!("<td>{pack}</td>")),
+            "{pack}: {guard}"
+        );
+    }
+    let total = format!(
+        "<td><b>total</b></td><td>{}</td><td>{}</td><td>{}</td>",
+        saved.report.probes.len(),
+        saved.report.attempts,
+        saved.report.successes
+    );
+    assert!(guard.contains(&total), "{total} not in {guard}");
+    assert!(
+        guard.contains("<b>1.00</b>"),
+        "every attack on the obedient target succeeds"
+    );
+
+    // A plot: as saved, as an image that may not run anything.
+    let r = c
+        .client
+        .get(c.url("/ui/reports/svg/latency_cdf.svg"))
+        .header(COOKIE, &s.cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let h = r.headers().clone();
+    assert_eq!(h["content-type"], "image/svg+xml");
+    assert_eq!(
+        h["content-security-policy"],
+        "default-src 'none'; style-src 'unsafe-inline'; sandbox"
+    );
+    assert_eq!(h["x-content-type-options"], "nosniff");
+    assert_eq!(h["cache-control"], "no-store");
+    let svg = r.bytes().await.unwrap();
+    assert_eq!(svg, std::fs::read(dir.join("latency_cdf.svg")).unwrap());
+
+    // Nothing outside the folder, however the name is spelled; links inside it are not
+    // followed.
+    let secret = c._dir.path().join("secret.svg").display().to_string();
+    let absolute = secret.replace('/', "%2F");
+    for path in [
+        "/ui/reports/svg/..%2Fsecret.svg".to_string(),
+        "/ui/reports/svg/%2e%2e%2fsecret.svg".into(),
+        "/ui/reports/svg/..%5Csecret.svg".into(),
+        "/ui/reports/svg/../secret.svg".into(),
+        "/ui/reports/svg/../../secret.svg".into(),
+        "/ui/reports/svg/..".into(),
+        "/ui/reports/svg/%2e%2e".into(),
+        format!("/ui/reports/svg/{absolute}"),
+        format!("/ui/reports/svg/{secret}"),
+        "/ui/reports/svg/link.svg".into(),
+        "/ui/reports/svg/.hidden.svg".into(),
+        "/ui/reports/..%2Fsecret.json".into(),
+        "/ui/reports/%2e%2e%2fsecret.json".into(),
+        format!("/ui/reports/{}", absolute.replace(".svg", ".json")),
+        "/ui/reports/link.json".into(),
+        "/ui/reports/plain.svg".into(),
+        "/ui/reports/svg/notes.json".into(),
+    ] {
+        let (status, text) = c.raw_get(&s.cookie, &path).await;
+        assert!(matches!(status, 400 | 404), "{path}: {status}");
+        assert!(!text.contains("TOP-SECRET"), "{path}: {text}");
+    }
+}
+
 fn screenshot_dir() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
@@ -387,7 +650,17 @@ async fn console_in_a_real_browser() {
     }
     c.g.gateway.flush().await;
     let cost = c.acme_cost().await;
+    c.save_reports().await;
     let dir = screenshot_dir();
+    let new_shots: Vec<PathBuf> = ["reports", "report-bench"]
+        .iter()
+        .flat_map(|page| {
+            ["1280x800", "390x844"].map(|size| dir.join(format!("console-{page}-{size}.png")))
+        })
+        .collect();
+    for shot in &new_shots {
+        std::fs::remove_file(shot).ok();
+    }
     run_python(
         "test_console_browser.py",
         vec![
@@ -399,5 +672,8 @@ async fn console_in_a_real_browser() {
     )
     .await;
     let shots = std::fs::read_dir(&dir).unwrap().count();
-    assert!(shots >= 8, "{shots} screenshots in {}", dir.display());
+    assert!(shots >= 12, "{shots} screenshots in {}", dir.display());
+    for shot in new_shots {
+        assert!(shot.exists(), "{} was not taken", shot.display());
+    }
 }

@@ -4,9 +4,11 @@ usage: test_console_browser.py BASE_URL ADMIN_KEY ACME_COST OUT_DIR
 
 Signs in with the admin key, checks the engine charts update, creates a key (its secret
 shown once, working against the API) and revokes it (then refused), reads tenant acme's
-spend on the usage page (ACME_COST, as /v1/usage reports it) and the guardrail page; takes
-a screenshot of every page at 1280x800 and 390x844 into OUT_DIR and checks each is not
-blank; fails on any console error or any request to another origin.
+spend on the usage page (ACME_COST, as /v1/usage reports it), the guardrail page with its
+red-team report, and the reports page (a bench report with its plots loaded as images, a
+plan; a plot opened on its own runs none of its script); takes a screenshot of every page at
+1280x800 and 390x844 into OUT_DIR and checks each is not blank; fails on any console error
+or any request to another origin.
 """
 import json
 import os
@@ -21,7 +23,7 @@ from playwright.sync_api import sync_playwright
 BASE, ADMIN_KEY, ACME_COST, OUT_DIR = sys.argv[1:5]
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 VIEWPORTS = [(1280, 800), (390, 844)]
-PAGES = ["engine", "tenants", "usage", "guard"]
+PAGES = ["engine", "tenants", "usage", "guard", "reports", "report-bench"]
 
 
 def png_is_blank(data: bytes) -> bool:
@@ -124,7 +126,37 @@ def run(browser, size, first: bool):
     assert "verified" in page.inner_text("#chain")
     assert "block" in page.inner_text("#guard-decisions")
     assert "CARD" in page.inner_text("#guard-blocks")
+    assert "1.00" in page.inner_text("#redteam-packs")
     shoot(page, "guard", size)
+
+    page.goto(BASE + "/ui/reports")
+    reports = page.inner_text("#reports")
+    for kind in ["bench serve", "bench profile", "plan", "red team", "unreadable"]:
+        assert kind in reports, (kind, reports)
+    shoot(page, "reports", size)
+    page.click("#reports a[href='/ui/reports/bench.json']")
+    page.wait_for_url(BASE + "/ui/reports/bench.json")
+    assert "concurrency 2" in page.inner_text("#bench-throughput")
+    assert page.locator(".plots img").count() == 2
+    page.wait_for_function(
+        "Array.from(document.querySelectorAll('.plots img')).every(i => i.complete && i.naturalWidth > 0)",
+        timeout=10_000,
+    )
+    shoot(page, "report-bench", size)
+    page.goto(BASE + "/ui/reports/plan.json")
+    assert "colocated" in page.inner_text("#plan-pools")
+
+    # A plot opened on its own: its script must not run. The browser logs the block itself;
+    # that message is the CSP working, not a console fault.
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    before = len(errors)
+    page.goto(BASE + "/ui/reports/svg/plain.svg")
+    page.wait_for_timeout(500)
+    assert not dialogs, dialogs
+    blocked = ("sandbox", "Content Security Policy", "Blocked script")
+    assert all(any(b in e for b in blocked) for e in errors[before:]), errors[before:]
+    del errors[before:]
 
     assert not errors, errors
     assert not foreign, foreign
