@@ -9,6 +9,7 @@ mod isa;
 mod matmul;
 mod paged_attention;
 mod quant_matmul;
+mod quant_prefill;
 pub(crate) mod simd;
 
 pub use activation::silu_mul;

@@ -1,16 +1,18 @@
 //! `out[n, rows] = x[n, cols] · Wᵀ` over weights in GGUF block formats (`quant::formats`),
 //! read row-major straight from the file's map and decoded in registers, 32 values at a time.
 //!
-//! Each output keeps 32 partial sums, sum `l` taking `k = l, l + 32, ...` in order by fused
-//! multiply-adds; sums `l` and `l + 16` are added, then one fixed tree adds the 16 lanes
-//! (`reduce_lanes`). A tile of `R` rows x `T` tokens decodes each chunk once for its `T`
-//! tokens; the tile shape never changes how an output is summed, so results are bitwise the
-//! same alone or batched, and on every kernel path.
+//! Each output keeps 16 partial sums in one vector, sum `l` taking `k = l, l + 16, ...` in
+//! order by fused multiply-adds; one fixed tree adds the 16 lanes (`reduce_lanes`). Decode
+//! (up to `DECODE_TOKENS` tokens) runs tiles of `R` rows x `T` tokens that decode each chunk
+//! in registers once for their `T` tokens; prefill (`quant_prefill.rs`) decodes blocks of
+//! rows to f32 once for many tokens. Neither changes how an output is summed, so results are
+//! bitwise the same alone or batched, and on every kernel path.
 
 use rayon::prelude::*;
 
 use super::isa::Isa;
 use super::matmul::OutPtr;
+use super::quant_prefill::prefill_task;
 use super::simd::{multiversion, prefetch, Simd16, LANES};
 use crate::quant::formats::{
     Bf16Rows, F16Rows, F32Rows, Format, Q4K, Q4_0, Q4_1, Q5K, Q5_0, Q5_1, Q6K, Q8_0,
@@ -21,29 +23,26 @@ use pagoda_gguf::TensorType;
 /// Batches up to this many tokens use the decode tiles (more rows, fewer tokens).
 const DECODE_TOKENS: usize = 3;
 /// Rows per parallel task, at most: enough tasks to balance a few dozen cores, and in
-/// prefill few enough tasks that the activations are not streamed again for each.
-const ROWS_PER_TASK: usize = 128;
-/// Tokens whose activations a task keeps in cache while its rows pass (64 x 896 f32 is
-/// 224 KiB; a 128-row task's Q8_0 weights another 119 KiB).
-const TOKEN_BLOCK: usize = 64;
+/// prefill a task's decoded rows and accumulators fit in L2 (`quant_prefill.rs`).
+const ROWS_PER_TASK: usize = 64;
 
 /// One task: `num_rows` rows of part `part` from `first_row`, written to output columns
 /// from `col`.
 #[derive(Clone, Copy)]
-struct Task {
+pub(super) struct Task {
     part: usize,
     first_row: usize,
-    num_rows: usize,
-    col: usize,
+    pub(super) num_rows: usize,
+    pub(super) col: usize,
 }
 
 /// The shapes a task needs besides its rows.
 #[derive(Clone, Copy)]
-struct Call {
-    cols: usize,
-    n: usize,
+pub(super) struct Call {
+    pub(super) cols: usize,
+    pub(super) n: usize,
     /// Output row stride: all parts' rows.
-    stride: usize,
+    pub(super) stride: usize,
 }
 
 pub fn quant_matmul_with(isa: Isa, w: &QuantMatrix, x: &[f32], n: usize, out: &mut [f32]) {
@@ -92,18 +91,27 @@ fn run_task(isa: Isa, part: &QuantPart, call: Call, x: &[f32], task: Task, out: 
     let bytes = part.bytes.as_slice();
     let row_bytes = part.row_bytes();
     let rows = &bytes[task.first_row * row_bytes..(task.first_row + task.num_rows) * row_bytes];
+    macro_rules! run {
+        ($F:ty) => {
+            if call.n > DECODE_TOKENS {
+                prefill_task::<$F>(isa, rows, row_bytes, call, x, task, out)
+            } else {
+                rows_task::<$F>(isa, rows, row_bytes, call, x, task, out)
+            }
+        };
+    }
     match part.tensor_type {
-        TensorType::F32 => rows_task::<F32Rows>(isa, rows, row_bytes, call, x, task, out),
-        TensorType::F16 => rows_task::<F16Rows>(isa, rows, row_bytes, call, x, task, out),
-        TensorType::BF16 => rows_task::<Bf16Rows>(isa, rows, row_bytes, call, x, task, out),
-        TensorType::Q8_0 => rows_task::<Q8_0>(isa, rows, row_bytes, call, x, task, out),
-        TensorType::Q4_0 => rows_task::<Q4_0>(isa, rows, row_bytes, call, x, task, out),
-        TensorType::Q4_1 => rows_task::<Q4_1>(isa, rows, row_bytes, call, x, task, out),
-        TensorType::Q5_0 => rows_task::<Q5_0>(isa, rows, row_bytes, call, x, task, out),
-        TensorType::Q5_1 => rows_task::<Q5_1>(isa, rows, row_bytes, call, x, task, out),
-        TensorType::Q4K => rows_task::<Q4K>(isa, rows, row_bytes, call, x, task, out),
-        TensorType::Q5K => rows_task::<Q5K>(isa, rows, row_bytes, call, x, task, out),
-        TensorType::Q6K => rows_task::<Q6K>(isa, rows, row_bytes, call, x, task, out),
+        TensorType::F32 => run!(F32Rows),
+        TensorType::F16 => run!(F16Rows),
+        TensorType::BF16 => run!(Bf16Rows),
+        TensorType::Q8_0 => run!(Q8_0),
+        TensorType::Q4_0 => run!(Q4_0),
+        TensorType::Q4_1 => run!(Q4_1),
+        TensorType::Q5_0 => run!(Q5_0),
+        TensorType::Q5_1 => run!(Q5_1),
+        TensorType::Q4K => run!(Q4K),
+        TensorType::Q5K => run!(Q5K),
+        TensorType::Q6K => run!(Q6K),
         TensorType::Other(_) => unreachable!("QuantPart::new admits only supported types"),
     }
 }
@@ -112,6 +120,7 @@ multiversion!(fn rows_task<F: Format>(
     rows: &[u8], row_bytes: usize, call: Call, x: &[f32], task: Task, out: OutPtr
 ) = sweep_rows);
 
+/// Decode: every row's chunks decoded in registers, once for the tile's tokens.
 #[inline(always)]
 unsafe fn sweep_rows<S: Simd16, F: Format>(
     rows: &[u8],
@@ -121,102 +130,33 @@ unsafe fn sweep_rows<S: Simd16, F: Format>(
     task: Task,
     out: OutPtr,
 ) {
-    // Tiles by register budget (two accumulators per row and token): 32 vector registers
+    // Tiles by register budget (one accumulator per row and token): 32 vector registers
     // with AVX-512, 16 with AVX2, where one `S` takes two. Several rows at once also keep
-    // several streams of weights in flight. Prefill tiles measured (Q8_0, 0.5B shape, 1
-    // thread): 2 x 6 at 63 tok/s, 4 x 3 at 54, 1 x 12 at 40.
-    let wide = S::REGISTERS >= 32;
-    let (max_r, max_t) = match (call.n <= DECODE_TOKENS, wide) {
-        (true, true) => (4, DECODE_TOKENS),
-        (true, false) => (if call.n == 1 { 2 } else { 1 }, DECODE_TOKENS),
-        (false, true) => (2, 6),
-        (false, false) => (1, 3),
+    // several streams of weights in flight.
+    let max_r = match (S::REGISTERS >= 32, call.n) {
+        (true, _) => 4,
+        (false, 1) => 4,
+        (false, _) => 2,
     };
-    if call.n > DECODE_TOKENS && !F::IS_F32 {
-        return sweep_rows_decoded::<S, F>(rows, row_bytes, call, x, task, out, max_r, max_t);
-    }
-    // Token blocks outermost: a block's activations stay in cache while every row passes,
-    // and the task's rows stay in cache from block to block.
-    let mut t0 = 0;
-    while t0 < call.n {
-        let tokens = t0..(t0 + TOKEN_BLOCK).min(call.n);
-        let mut r = 0;
-        while r < task.num_rows {
-            let step = match (task.num_rows - r).min(max_r) {
-                4 => 4,
-                2 | 3 => 2,
-                _ => 1,
-            };
-            let tile = Tile {
-                rows: rows.as_ptr().add(r * row_bytes),
-                row_bytes,
-                col: task.col + r,
-            };
-            match step {
-                4 => over_tokens::<S, F, 4>(tile, call, x, out, tokens.clone(), max_t),
-                2 => over_tokens::<S, F, 2>(tile, call, x, out, tokens.clone(), max_t),
-                _ => over_tokens::<S, F, 1>(tile, call, x, out, tokens.clone(), max_t),
-            }
-            r += step;
+    let tokens = 0..call.n;
+    let mut r = 0;
+    while r < task.num_rows {
+        let step = match (task.num_rows - r).min(max_r) {
+            4 => 4,
+            2 | 3 => 2,
+            _ => 1,
+        };
+        let tile = Tile {
+            rows: rows.as_ptr().add(r * row_bytes),
+            row_bytes,
+            col: task.col + r,
+        };
+        match step {
+            4 => over_tokens::<S, F, 4>(tile, call, x, out, tokens.clone()),
+            2 => over_tokens::<S, F, 2>(tile, call, x, out, tokens.clone()),
+            _ => over_tokens::<S, F, 1>(tile, call, x, out, tokens.clone()),
         }
-        t0 = tokens.end;
-    }
-}
-
-/// Rows decoded to f32 at once for prefill (8 rows of a 4864-wide matrix: 152 KiB).
-const DECODED_ROWS: usize = 8;
-
-/// Prefill: each group of rows is decoded once per token block into f32 rows, which the
-/// f32 tiles then multiply, so the decoding is shared by a block's 64 tokens rather than a
-/// tile's 6. The f32 values are the decoded weights bit for bit, summed in the same order:
-/// results are the decode path's exactly.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-unsafe fn sweep_rows_decoded<S: Simd16, F: Format>(
-    rows: &[u8],
-    row_bytes: usize,
-    call: Call,
-    x: &[f32],
-    task: Task,
-    out: OutPtr,
-    max_r: usize,
-    max_t: usize,
-) {
-    let chunks = call.cols / 32;
-    let mut decoded = vec![0.0f32; DECODED_ROWS * call.cols];
-    let decoded_row_bytes = call.cols * 4;
-    let mut t0 = 0;
-    while t0 < call.n {
-        let tokens = t0..(t0 + TOKEN_BLOCK).min(call.n);
-        let mut g = 0;
-        while g < task.num_rows {
-            let group = DECODED_ROWS.min(task.num_rows - g);
-            for i in 0..group {
-                let row = rows.as_ptr().add((g + i) * row_bytes);
-                let dst = decoded.as_mut_ptr().add(i * call.cols);
-                for c in 0..chunks {
-                    let (a, b) = F::decode32::<S>(row, c);
-                    a.store(dst.add(32 * c));
-                    b.store(dst.add(32 * c + 16));
-                }
-            }
-            let mut r = 0;
-            while r < group {
-                let step = if group - r >= 2 && max_r >= 2 { 2 } else { 1 };
-                let tile = Tile {
-                    rows: (decoded.as_ptr() as *const u8).add(r * decoded_row_bytes),
-                    row_bytes: decoded_row_bytes,
-                    col: task.col + g + r,
-                };
-                match step {
-                    2 => over_tokens::<S, F32Rows, 2>(tile, call, x, out, tokens.clone(), max_t),
-                    _ => over_tokens::<S, F32Rows, 1>(tile, call, x, out, tokens.clone(), max_t),
-                }
-                r += step;
-            }
-            g += group;
-        }
-        t0 = tokens.end;
+        r += step;
     }
 }
 
@@ -235,20 +175,16 @@ unsafe fn over_tokens<S: Simd16, F: Format, const R: usize>(
     x: &[f32],
     out: OutPtr,
     tokens: std::ops::Range<usize>,
-    max_t: usize,
 ) {
     let mut t = tokens.start;
     while t < tokens.end {
-        let tt = (tokens.end - t).min(max_t);
+        let tt = (tokens.end - t).min(DECODE_TOKENS);
         macro_rules! go {
             ($T:literal) => {
                 tile_kernel::<S, F, R, $T>(tile, call, x, t, out)
             };
         }
         match tt {
-            6 => go!(6),
-            5 => go!(5),
-            4 => go!(4),
             3 => go!(3),
             2 => go!(2),
             _ => go!(1),
@@ -257,8 +193,8 @@ unsafe fn over_tokens<S: Simd16, F: Format, const R: usize>(
     }
 }
 
-/// Rows `R` x tokens `T`: each chunk of each row decoded once for its `T` tokens; two
-/// accumulators per output (values 0-15 and 16-31 of each chunk).
+/// Rows `R` x tokens `T`: each chunk of each row decoded once for its `T` tokens; values
+/// 0-15 and then 16-31 of each chunk go into the output's one accumulator.
 #[inline(always)]
 unsafe fn tile_kernel<S: Simd16, F: Format, const R: usize, const T: usize>(
     tile: Tile,
@@ -268,7 +204,7 @@ unsafe fn tile_kernel<S: Simd16, F: Format, const R: usize, const T: usize>(
     out: OutPtr,
 ) {
     let xp = x.as_ptr().add(t * call.cols);
-    let mut acc = [[[S::zero(); 2]; R]; T];
+    let mut acc = [[S::zero(); R]; T];
     // The next tile's rows are fetched while this one computes (its rows are short streams,
     // too short for the hardware prefetcher to get ahead of).
     let chunks = call.cols / 32;
@@ -286,15 +222,15 @@ unsafe fn tile_kernel<S: Simd16, F: Format, const R: usize, const T: usize>(
             let (w0, w1) = F::decode32::<S>(tile.rows.add(i * tile.row_bytes), c);
             for (j, row) in acc.iter_mut().enumerate() {
                 let xs = xp.add(j * call.cols + 32 * c);
-                row[i][0] = S::fma(w0, S::load(xs), row[i][0]);
-                row[i][1] = S::fma(w1, S::load(xs.add(16)), row[i][1]);
+                row[i] = S::fma(w0, S::load(xs), row[i]);
+                row[i] = S::fma(w1, S::load(xs.add(16)), row[i]);
             }
         }
     }
     let mut lanes = [0.0f32; LANES];
     for (j, row) in acc.iter().enumerate() {
         for (i, a) in row.iter().enumerate() {
-            S::add(a[0], a[1]).store(lanes.as_mut_ptr());
+            a.store(lanes.as_mut_ptr());
             *out.0.add((t + j) * call.stride + tile.col + i) = reduce_lanes(&lanes);
         }
     }
@@ -320,7 +256,7 @@ mod tests {
     use crate::quant::{dequantize_row, QuantBytes};
     use std::sync::Arc;
 
-    /// The definition the kernels meet: per output, 32 in-order chains, halves added, the tree.
+    /// The definition the kernels meet: per output, 16 in-order chains, then the tree.
     fn reference(w: &QuantMatrix, x: &[f32], n: usize) -> Vec<f32> {
         let mut out = vec![0.0; n * w.rows];
         let mut row = vec![0.0; w.cols];
@@ -328,12 +264,11 @@ mod tests {
             w.row_to_f32(r, &mut row);
             for t in 0..n {
                 let xs = &x[t * w.cols..(t + 1) * w.cols];
-                let mut sums = [0.0f32; 2 * LANES];
+                let mut sums = [0.0f32; LANES];
                 for (k, (wk, xk)) in row.iter().zip(xs).enumerate() {
-                    sums[k % 32] = wk.mul_add(*xk, sums[k % 32]);
+                    sums[k % LANES] = wk.mul_add(*xk, sums[k % LANES]);
                 }
-                let lanes: [f32; LANES] = std::array::from_fn(|l| sums[l] + sums[l + LANES]);
-                out[t * w.rows + r] = reduce_lanes(&lanes);
+                out[t * w.rows + r] = reduce_lanes(&sums);
             }
         }
         out
@@ -411,20 +346,28 @@ mod tests {
 
     #[test]
     fn every_path_equals_the_lane_chain_reference_bitwise() {
+        // Widths of one and of three prefill k-blocks (the last one short), row counts off
+        // the tiles' sizes, and token counts on both sides of a token block.
+        let cases = [
+            (512, [1, 5, 37].as_slice(), [1, 2, 3, 4, 9, 17].as_slice()),
+            (1280, &[7, 66], &[1, 3, 7, 70]),
+        ];
         for tensor_type in TYPES {
-            for rows in [1, 5, 37] {
-                let w = QuantMatrix::new(random_part(tensor_type, rows, 512, rows as u64));
-                for n in [1, 2, 3, 4, 9, 17] {
-                    let x = activations(n * 512, n as u32);
-                    let want = reference(&w, &x, n);
-                    for isa in Isa::supported() {
-                        let mut got = vec![f32::NAN; n * rows];
-                        quant_matmul_with(isa, &w, &x, n, &mut got);
-                        let same = got
-                            .iter()
-                            .zip(&want)
-                            .all(|(a, b)| a.to_bits() == b.to_bits());
-                        assert!(same, "{isa} {tensor_type} rows={rows} n={n}");
+            for (cols, row_counts, token_counts) in cases {
+                for &rows in row_counts {
+                    let w = QuantMatrix::new(random_part(tensor_type, rows, cols, rows as u64));
+                    for &n in token_counts {
+                        let x = activations(n * cols, n as u32);
+                        let want = reference(&w, &x, n);
+                        for isa in Isa::supported() {
+                            let mut got = vec![f32::NAN; n * rows];
+                            quant_matmul_with(isa, &w, &x, n, &mut got);
+                            let same = got
+                                .iter()
+                                .zip(&want)
+                                .all(|(a, b)| a.to_bits() == b.to_bits());
+                            assert!(same, "{isa} {tensor_type} {rows}x{cols} n={n}");
+                        }
                     }
                 }
             }
