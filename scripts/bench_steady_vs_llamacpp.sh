@@ -5,12 +5,14 @@
 # shows how each server admits new prompts while others decode. Pagoda first, then
 # llama-server with 32 slots, PAIRS times (default 1) alternated; then
 # scripts/ttft_after_first_wave.py summarises every run and the medians per server.
+# GGUF=FILE.gguf PAGODA_MODEL=FILE.gguf makes both servers read the same (e.g. Q4_K_M) file.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PEER_DIR=${PEER_DIR:-/work/peer}
 OUT_DIR=${OUT_DIR:-$ROOT/target/steady}
 MODEL_DIR=$PEER_DIR/qwen2.5-0.5b-dummy-f16
-GGUF=$PEER_DIR/qwen2.5-0.5b-dummy-f16.gguf
+GGUF=${GGUF:-$PEER_DIR/qwen2.5-0.5b-dummy-f16.gguf}
+PAGODA_MODEL=${PAGODA_MODEL:-$MODEL_DIR}
 PAGODA=$ROOT/target/release/pagoda
 PORT=${PORT:-18300}
 mkdir -p "$OUT_DIR"
@@ -37,7 +39,7 @@ server=""
 # A failed run must not leave its server holding the port for the next one.
 trap '[ -n "$server" ] && kill -TERM "$server" 2>/dev/null || true' EXIT
 for pair in $(seq "$PAIRS"); do
-  "$PAGODA" serve --model "$MODEL_DIR" --port "$PORT" --served-model-name pagoda \
+  "$PAGODA" serve --model "$PAGODA_MODEL" --port "$PORT" --served-model-name pagoda \
     --max-num-seqs 32 --max-model-len 2048 >"$OUT_DIR/pagoda-serve.log" 2>&1 &
   server=$!
   wait_ready "$PORT"
