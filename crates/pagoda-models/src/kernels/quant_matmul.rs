@@ -12,7 +12,7 @@ use rayon::prelude::*;
 
 use super::isa::Isa;
 use super::matmul::OutPtr;
-use super::quant_prefill::prefill_task;
+use super::quant_prefill::{group_size, prefill_task};
 use super::simd::{multiversion, prefetch, Simd16, LANES};
 use crate::quant::formats::{
     Bf16Rows, F16Rows, F32Rows, Format, Q4K, Q4_0, Q4_1, Q5K, Q5_0, Q5_1, Q6K, Q8_0,
@@ -141,11 +141,7 @@ unsafe fn sweep_rows<S: Simd16, F: Format>(
     let tokens = 0..call.n;
     let mut r = 0;
     while r < task.num_rows {
-        let step = match (task.num_rows - r).min(max_r) {
-            4 => 4,
-            2 | 3 => 2,
-            _ => 1,
-        };
+        let step = group_size(task.num_rows - r, max_r);
         let tile = Tile {
             rows: rows.as_ptr().add(r * row_bytes),
             row_bytes,

@@ -72,7 +72,7 @@ fn tile_tokens<S: Simd16>() -> usize {
 /// The size of the group of rows that starts `remaining` rows before the end: whole tiles,
 /// then a pair, then a single row. Decoding and the tiles walk the same groups.
 #[inline(always)]
-fn group_size(remaining: usize, max_rows: usize) -> usize {
+pub(super) fn group_size(remaining: usize, max_rows: usize) -> usize {
     match remaining.min(max_rows) {
         4 => 4,
         2 | 3 => 2,
