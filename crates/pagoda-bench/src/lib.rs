@@ -16,6 +16,7 @@ pub mod compare;
 pub mod error;
 pub mod goodput_profile;
 pub mod goodput_search;
+pub mod json_file;
 pub mod metrics;
 pub mod mock_server;
 pub mod plan;

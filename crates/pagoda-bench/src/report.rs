@@ -74,14 +74,7 @@ pub struct BenchReport {
 
 impl BenchReport {
     pub fn read(path: &Path) -> Result<Self, BenchError> {
-        let text = std::fs::read_to_string(path).map_err(|source| BenchError::ReadFile {
-            path: path.to_owned(),
-            source,
-        })?;
-        serde_json::from_str(&text).map_err(|source| BenchError::ParseJson {
-            path: path.to_owned(),
-            source,
-        })
+        crate::json_file::read_json(path)
     }
 
     pub fn write(&self, path: &Path) -> Result<(), BenchError> {
