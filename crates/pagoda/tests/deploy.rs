@@ -1,7 +1,9 @@
 //! The Kubernetes manifests under deploy/: every overlay renders with `kubectl kustomize`,
 //! and what they say agrees with the binary and with each other: the flags exist, the TOML
 //! files parse as the server and gateway read them, probes hit the health endpoint on the
-//! container's port, selectors select the pods, and the scale-out objects point at them.
+//! container's port, selectors select the pods, the ServiceMonitor scrapes the Service's port,
+//! the model cache is a mounted volume, the scale-out objects point at them, and every object
+//! of a built-in kind validates against the Kubernetes API schemas (`kubernetes-validate`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -12,8 +14,8 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The documents of a rendered overlay.
-fn render(overlay: &str) -> Vec<Value> {
+/// The text of a rendered overlay.
+fn render_text(overlay: &str) -> String {
     let out = Command::new("kubectl")
         .arg("kustomize")
         .arg(root().join("deploy/overlays").join(overlay))
@@ -24,10 +26,127 @@ fn render(overlay: &str) -> Vec<Value> {
         "{overlay}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8(out.stdout).unwrap();
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn parse(text: &str) -> Vec<Value> {
     text.split("\n---\n")
         .map(|doc| serde_yaml_ng::from_str(doc).unwrap())
         .collect()
+}
+
+/// The Kubernetes version whose API schemas the manifests are validated against.
+const KUBERNETES_VERSION: &str = "1.33.0";
+
+/// Custom resources `kubernetes-validate` has no schema for (it knows built-in kinds only):
+/// these, and only these, may be reported as having no schema.
+const CUSTOM_RESOURCES: [(&str, &str); 3] = [
+    ("ServiceMonitor", "monitoring.coreos.com/v1"),
+    ("InferencePool", "inference.networking.k8s.io/v1"),
+    ("ScaledObject", "keda.sh/v1alpha1"),
+];
+
+/// What `kubernetes-validate --strict` finds wrong with a rendered overlay: every document
+/// must either pass against the API schemas of KUBERNETES_VERSION or be one of
+/// CUSTOM_RESOURCES, skipped because no schema exists for it.
+fn schema_problems(text: &str, name: &str, dir: &Path) -> Vec<String> {
+    let path = dir.join(format!("{name}-rendered.yaml"));
+    std::fs::write(&path, text).unwrap();
+    let out = Command::new("kubernetes-validate")
+        .args(["--kubernetes-version", KUBERNETES_VERSION, "--strict"])
+        .arg(&path)
+        .output()
+        .expect("kubernetes-validate (pip, .ci/requirements.txt) validates the manifests");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut problems: Vec<String> = stdout
+        .lines()
+        .filter(|l| !l.starts_with("INFO ") && !l.starts_with("WARN "))
+        .map(String::from)
+        .collect();
+    if !out.status.success() {
+        problems.push(format!(
+            "exit {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let version = KUBERNETES_VERSION.rsplit_once('.').unwrap().0;
+    for doc in parse(text) {
+        let (kind, api) = (
+            doc["kind"].as_str().unwrap(),
+            doc["apiVersion"].as_str().unwrap(),
+        );
+        let resource = format!(
+            "{}/{}",
+            kind.to_lowercase(),
+            doc["metadata"]["name"].as_str().unwrap()
+        );
+        let expected = if CUSTOM_RESOURCES.contains(&(kind, api)) {
+            format!(
+                "Couldn't find schema for kind {kind} with api version {api} for kubernetes version {version}"
+            )
+        } else {
+            format!("passed for resource {resource} against version {version}")
+        };
+        if !stdout.lines().any(|l| l.ends_with(&expected)) {
+            problems.push(format!("{resource} ({api}): no line ending `{expected}`"));
+        }
+    }
+    let warned = stdout.lines().filter(|l| l.starts_with("WARN ")).count();
+    let skippable = parse(text)
+        .iter()
+        .filter(|d| {
+            CUSTOM_RESOURCES
+                .iter()
+                .any(|&(k, a)| d["kind"] == k && d["apiVersion"] == a)
+        })
+        .count();
+    if warned != skippable {
+        problems.push(format!(
+            "{warned} warnings for {skippable} custom resources:\n{stdout}"
+        ));
+    }
+    problems
+}
+
+/// What is wrong with how the ServiceMonitor scrapes the Pagoda Service.
+fn monitoring_problems(docs: &[Value]) -> Vec<String> {
+    let mut problems = vec![];
+    let monitor = named(docs, "ServiceMonitor", "pagoda");
+    if monitor["apiVersion"] != "monitoring.coreos.com/v1" {
+        problems.push(format!("apiVersion {:?}", monitor["apiVersion"]));
+    }
+    let selector = &monitor["spec"]["selector"]["matchLabels"];
+    let selected: Vec<&str> = of_kind(docs, "Service")
+        .into_iter()
+        .filter(|s| selects(selector, &s["metadata"]["labels"]))
+        .map(|s| s["metadata"]["name"].as_str().unwrap())
+        .collect();
+    if selected != ["pagoda"] {
+        problems.push(format!(
+            "the selector picks the Services {selected:?}, not pagoda"
+        ));
+    }
+    let service = named(docs, "Service", "pagoda");
+    let ports: Vec<&Value> = service["spec"]["ports"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|p| &p["name"])
+        .collect();
+    let endpoints = monitor["spec"]["endpoints"].as_sequence();
+    if endpoints.is_none_or(|e| e.is_empty()) {
+        problems.push("no endpoints".into());
+    }
+    for endpoint in endpoints.into_iter().flatten() {
+        if !ports.contains(&&endpoint["port"]) {
+            problems.push(format!("the Service has no port {:?}", endpoint["port"]));
+        }
+        if endpoint["path"] != "/metrics" {
+            problems.push(format!("path {:?}", endpoint["path"]));
+        }
+    }
+    problems
 }
 
 fn of_kind<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {
@@ -126,6 +245,36 @@ fn check_pagoda(docs: &[Value], overlay: &str, help: &str, dir: &Path) -> (Value
             other => panic!("{overlay}: unexpected config file {other}"),
         }
     }
+    // The model cache (HF_HOME, where hub downloads go) is a volume mounted there.
+    let env = container["env"].as_sequence().unwrap();
+    let hf_home = env
+        .iter()
+        .find(|e| e["name"] == "HF_HOME")
+        .map(|e| &e["value"])
+        .unwrap_or_else(|| panic!("{overlay}: no HF_HOME"));
+    let mounts = container["volumeMounts"].as_sequence().unwrap();
+    let volumes = pod["spec"]["volumes"].as_sequence().unwrap();
+    for mount in mounts {
+        assert!(
+            volumes.iter().any(|v| v["name"] == mount["name"]),
+            "{overlay}: no volume {:?}",
+            mount["name"]
+        );
+    }
+    let cache = mounts
+        .iter()
+        .find(|m| &m["mountPath"] == hf_home)
+        .unwrap_or_else(|| panic!("{overlay}: nothing mounted at HF_HOME {hf_home:?}"));
+    let volume = volumes.iter().find(|v| v["name"] == cache["name"]).unwrap();
+    assert!(
+        volume["emptyDir"].is_mapping() || volume["persistentVolumeClaim"].is_mapping(),
+        "{overlay}: the model cache is neither an emptyDir nor a claim: {volume:?}"
+    );
+    let problems = monitoring_problems(docs);
+    assert!(
+        problems.is_empty(),
+        "{overlay}: ServiceMonitor: {problems:?}"
+    );
     (pod.clone(), container)
 }
 
@@ -134,7 +283,13 @@ fn every_overlay_renders_and_agrees_with_the_binary() {
     let help = serve_help();
     let dir = tempfile::tempdir().unwrap();
     for overlay in ["cpu", "multi-tenant", "llm-d"] {
-        let docs = render(overlay);
+        let text = render_text(overlay);
+        let problems = schema_problems(&text, overlay, dir.path());
+        assert!(
+            problems.is_empty(),
+            "{overlay}: schema validation: {problems:#?}"
+        );
+        let docs = parse(&text);
         let (pod, container) = check_pagoda(&docs, overlay, &help, dir.path());
         let args = str_list(&container["args"]);
         match overlay {
@@ -184,4 +339,66 @@ fn every_overlay_renders_and_agrees_with_the_binary() {
             _ => {}
         }
     }
+}
+
+/// The checks above can fail: a schema error, an unexpected kind without a schema, and a
+/// ServiceMonitor pointing at a port or Service that is not there are all reported.
+#[test]
+fn the_checks_catch_broken_manifests() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = render_text("llm-d");
+    assert_eq!(
+        schema_problems(&text, "llm-d", dir.path()),
+        Vec::<String>::new()
+    );
+
+    // A schema error in a built-in kind.
+    let broken = text.replacen("  replicas: 2\n", "  replicas: \"two\"\n", 1);
+    assert_ne!(broken, text);
+    let problems = schema_problems(&broken, "replicas", dir.path());
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("deployment/pagoda") && p.contains("replicas")),
+        "{problems:#?}"
+    );
+    // A property the strict schemas do not know.
+    let broken = text.replacen("  replicas: 2\n", "  replicas: 2\n  replica: 2\n", 1);
+    assert!(!schema_problems(&broken, "unknown-field", dir.path()).is_empty());
+    // A built-in kind under a wrong apiVersion has no schema: not skipped like a CRD.
+    let broken = text.replacen("apiVersion: policy/v1\n", "apiVersion: policy/v2\n", 1);
+    assert_ne!(broken, text);
+    let problems = schema_problems(&broken, "api-version", dir.path());
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("poddisruptionbudget/pagoda")),
+        "{problems:#?}"
+    );
+
+    let docs = parse(&text);
+    assert_eq!(monitoring_problems(&docs), Vec::<String>::new());
+    let edit = |f: &dyn Fn(&mut Value)| {
+        let mut docs = docs.clone();
+        let monitor = docs
+            .iter_mut()
+            .find(|d| d["kind"] == "ServiceMonitor")
+            .unwrap();
+        f(monitor);
+        monitoring_problems(&docs)
+    };
+    let problems = edit(&|m| m["spec"]["endpoints"][0]["port"] = "metrics".into());
+    assert!(
+        problems.iter().any(|p| p.contains("no port")),
+        "{problems:?}"
+    );
+    let problems = edit(&|m| {
+        m["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] = "other".into()
+    });
+    assert!(
+        problems.iter().any(|p| p.contains("selector")),
+        "{problems:?}"
+    );
+    let problems = edit(&|m| m["spec"]["endpoints"][0]["path"] = "/stats".into());
+    assert!(problems.iter().any(|p| p.contains("path")), "{problems:?}");
 }
