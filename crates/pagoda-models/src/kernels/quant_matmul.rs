@@ -134,6 +134,7 @@ unsafe fn sweep_rows<S: Simd16, F: Format>(
     // with AVX-512, 16 with AVX2, where one `S` takes two. Several rows at once also keep
     // several streams of weights in flight.
     let max_r = match (S::REGISTERS >= 32, call.n) {
+        (true, 1) => 8,
         (true, _) => 4,
         (false, 1) => 4,
         (false, _) => 2,
@@ -148,6 +149,7 @@ unsafe fn sweep_rows<S: Simd16, F: Format>(
             col: task.col + r,
         };
         match step {
+            8 => over_tokens::<S, F, 8>(tile, call, x, out, tokens.clone()),
             4 => over_tokens::<S, F, 4>(tile, call, x, out, tokens.clone()),
             2 => over_tokens::<S, F, 2>(tile, call, x, out, tokens.clone()),
             _ => over_tokens::<S, F, 1>(tile, call, x, out, tokens.clone()),

@@ -70,11 +70,12 @@ fn tile_tokens<S: Simd16>() -> usize {
 }
 
 /// The size of the group of rows that starts `remaining` rows before the end: whole tiles,
-/// then a pair, then a single row. Decoding and the tiles walk the same groups.
+/// then halves down to a single row. Decoding and the tiles walk the same groups.
 #[inline(always)]
 pub(super) fn group_size(remaining: usize, max_rows: usize) -> usize {
     match remaining.min(max_rows) {
-        4 => 4,
+        8.. => 8,
+        4..=7 => 4,
         2 | 3 => 2,
         _ => 1,
     }
