@@ -41,6 +41,17 @@ pub trait Simd16: Copy {
     unsafe fn add_where_bits(self, word: u32, v: f32) -> Self;
     /// The low and the high nibbles of 16 bytes, as f32.
     unsafe fn load_u8_nibbles(p: *const u8) -> (Self, Self);
+    /// The 32 values of a Q5_0/Q5_1 block before scaling (small integers, exact in f32): the
+    /// low nibbles of the 16 bytes at `qs` (values 0-15) and their high nibbles (16-31), plus
+    /// 16 where bit `i` of `word` is set.
+    #[inline(always)]
+    unsafe fn five_bit_values(qs: *const u8, word: u32) -> (Self, Self) {
+        let (lo, hi) = Self::load_u8_nibbles(qs);
+        (
+            lo.add_where_bits(word, 16.0),
+            hi.add_where_bits(word >> 16, 16.0),
+        )
+    }
     /// `a > b ? a : b` per lane (x86 `max` semantics, NaN included, on every path).
     unsafe fn max(a: Self, b: Self) -> Self;
     /// Rounds to the nearest integer, ties to even.
@@ -279,8 +290,10 @@ mod x86 {
         _mm256_cvtepu8_epi32, _mm256_div_ps, _mm256_set1_epi16, _mm256_setr_epi32,
         _mm256_srl_epi32, _mm256_srli_epi32, _mm256_srlv_epi32, _mm256_sub_ps, _mm512_and_si512,
         _mm512_cvtepi32_ps, _mm512_cvtepi8_epi32, _mm512_cvtepu8_epi32, _mm512_div_ps,
-        _mm512_mask_add_ps, _mm512_srl_epi32, _mm512_srli_epi32, _mm512_sub_ps, _mm_cvtsi32_si128,
-        _mm_loadl_epi64, _mm_set1_epi16,
+        _mm512_mask_add_ps, _mm512_srl_epi32, _mm512_srli_epi32, _mm512_sub_ps, _mm_and_si128,
+        _mm_cmpeq_epi8, _mm_cvtsi32_si128, _mm_loadl_epi64, _mm_or_si128, _mm_set1_epi16,
+        _mm_set1_epi32, _mm_set1_epi64x, _mm_set1_epi8, _mm_setr_epi8, _mm_shuffle_epi8,
+        _mm_srli_epi16, _mm_srli_si128,
     };
 
     /// Lanes 0-7 and 8-15 in two AVX2 registers.
@@ -384,6 +397,39 @@ mod x86 {
                     _mm256_cvtepi32_ps(_mm256_srli_epi32(a, 4)),
                     _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4)),
                 ),
+            )
+        }
+        /// The fifth bits as bytes (each of the word's 32 bits tested in its own byte) joined
+        /// to the nibbles before widening: a third fewer instructions than adding 16 per lane
+        /// with shifts and blends, which was half of Q5_0 decoding on this path.
+        #[inline(always)]
+        unsafe fn five_bit_values(qs: *const u8, word: u32) -> (Self, Self) {
+            let bytes = _mm_loadu_si128(qs as *const __m128i);
+            let fifteen = _mm_set1_epi8(15);
+            let sixteen = _mm_set1_epi8(16);
+            let low = _mm_and_si128(bytes, fifteen);
+            let high = _mm_and_si128(_mm_srli_epi16::<4>(bytes), fifteen);
+            // Byte `i` of `spread` repeats byte `i / 8` of the word; `bit` picks bit `i % 8`.
+            let w = _mm_set1_epi32(word as i32);
+            let bit = _mm_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+            // Macros, not closures: a closure is compiled without the path's features.
+            macro_rules! fifth {
+                ($spread:expr) => {
+                    _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128($spread, bit), bit), sixteen)
+                };
+            }
+            macro_rules! widen {
+                ($v:expr) => {
+                    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32($v))
+                };
+            }
+            let low_spread = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+            let high_spread = _mm_setr_epi8(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+            let low = _mm_or_si128(low, fifth!(_mm_shuffle_epi8(w, low_spread)));
+            let high = _mm_or_si128(high, fifth!(_mm_shuffle_epi8(w, high_spread)));
+            (
+                Avx2(widen!(low), widen!(_mm_srli_si128::<8>(low))),
+                Avx2(widen!(high), widen!(_mm_srli_si128::<8>(high))),
             )
         }
         #[inline(always)]

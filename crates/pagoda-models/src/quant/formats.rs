@@ -127,11 +127,7 @@ impl Format for Q4_1 {
 #[inline(always)]
 unsafe fn five_bit_values<S: Simd16>(qh: *const u8, qs: *const u8) -> (S, S) {
     let word = u32::from_le_bytes([*qh, *qh.add(1), *qh.add(2), *qh.add(3)]);
-    let (lo, hi) = S::load_u8_nibbles(qs);
-    (
-        lo.add_where_bits(word, 16.0),
-        hi.add_where_bits(word >> 16, 16.0),
-    )
+    S::five_bit_values(qs, word)
 }
 
 /// `[d: f16][qh: u32][16 bytes]`: nibbles as Q4_0 plus a fifth bit; value `d * (q - 16)`.
