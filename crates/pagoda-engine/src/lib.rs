@@ -41,7 +41,7 @@ pub mod stop;
 
 pub use error::EngineError;
 pub use ids::{BlockHash, BlockId, CacheSalt, RequestId, TenantKey, TokenId};
-pub use kv_cache::{KvCacheManager, PrefixCacheStats};
+pub use kv_cache::{KvCacheEvent, KvCacheManager, PrefixCacheStats};
 pub use request::{NewRequest, Request, RequestStatus};
 pub use sampling::{AllowedTokens, SampleInput, SampledToken, Sampler, SamplerRng, SamplingParams};
 pub use scheduler::{

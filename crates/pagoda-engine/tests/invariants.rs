@@ -3,9 +3,10 @@
 //! and reads each request's whole context back through its block table, so a wrong block table,
 //! slot mapping or prefix hit shows up as the wrong tokens (or another salt's tokens).
 
+use pagoda_engine::kv_cache::{BlockHasher, BlockKey, ExtraKeys};
 use pagoda_engine::{
-    BlockId, CacheSalt, FinishReason, NewRequest, RequestId, RequestStatus, SamplingParams,
-    ScheduledBatch, Scheduler, SchedulerConfig, TenantKey, TokenId,
+    BlockHash, BlockId, CacheSalt, FinishReason, KvCacheEvent, NewRequest, RequestId,
+    RequestStatus, SamplingParams, ScheduledBatch, Scheduler, SchedulerConfig, TenantKey, TokenId,
 };
 use proptest::prelude::*;
 use std::collections::{HashMap, HashSet};
@@ -188,11 +189,72 @@ fn check_batch(s: &Scheduler, batch: &ScheduledBatch) {
     }
 }
 
+/// A router's copy of the prefix index, built from the KV events alone.
+struct EventMirror {
+    hasher: BlockHasher,
+    block_size: usize,
+    blocks: HashSet<BlockHash>,
+    /// Every hash ever stored: a parent may be evicted before its child is stored (when two
+    /// requests computed the same block and the copy in the index went first), but it was
+    /// announced before.
+    ever_stored: HashSet<BlockHash>,
+    cleared: bool,
+}
+
+impl EventMirror {
+    fn apply(&mut self, events: Vec<KvCacheEvent>) {
+        for event in events {
+            match event {
+                KvCacheEvent::AllBlocksCleared => {
+                    self.blocks.clear();
+                    self.cleared = true;
+                }
+                KvCacheEvent::BlockStored {
+                    hashes,
+                    parent,
+                    token_ids,
+                    cache_salt,
+                } => {
+                    assert!(self.cleared, "AllBlocksCleared comes first");
+                    assert_eq!(token_ids.len(), hashes.len() * self.block_size);
+                    let mut parent_hash = match parent {
+                        Some(p) => {
+                            assert!(self.ever_stored.contains(&p), "parent announced before");
+                            p
+                        }
+                        None => self.hasher.root(),
+                    };
+                    for (hash, tokens) in hashes.iter().zip(token_ids.chunks(self.block_size)) {
+                        // What a router can check: the hash follows from the event's contents.
+                        let key = BlockKey {
+                            parent: parent_hash,
+                            tokens,
+                            extra: ExtraKeys {
+                                cache_salt: cache_salt.as_ref(),
+                            },
+                        };
+                        assert_eq!(self.hasher.hash(&key), *hash);
+                        assert!(self.blocks.insert(*hash), "stored twice");
+                        self.ever_stored.insert(*hash);
+                        parent_hash = *hash;
+                    }
+                }
+                KvCacheEvent::BlockRemoved { hashes } => {
+                    for hash in hashes {
+                        assert!(self.blocks.remove(&hash), "removed but never stored");
+                    }
+                }
+            }
+        }
+    }
+}
+
 struct Harness {
     s: Scheduler,
     model: FakeModel,
     ids: Vec<RequestId>,
     next_id: u64,
+    mirror: Option<EventMirror>,
 }
 
 impl Harness {
@@ -203,7 +265,33 @@ impl Harness {
             model,
             ids: Vec::new(),
             next_id: 0,
+            mirror: None,
         }
+    }
+
+    /// Turns KV events on; every check from now on also compares the mirror with the index.
+    fn with_events(mut self) -> Self {
+        self.s.enable_kv_events();
+        self.mirror = Some(EventMirror {
+            hasher: BlockHasher::new(self.s.config().hash_seed),
+            block_size: self.s.config().block_size,
+            blocks: HashSet::new(),
+            ever_stored: HashSet::new(),
+            cleared: false,
+        });
+        self
+    }
+
+    fn check_mirror(&mut self) {
+        let Some(mirror) = &mut self.mirror else {
+            return;
+        };
+        mirror.apply(self.s.take_kv_events());
+        let index: HashSet<BlockHash> = self.s.kv_cache().pool().cached_hashes().collect();
+        assert_eq!(
+            mirror.blocks, index,
+            "the events' index differs from the engine's"
+        );
     }
 
     fn pick(&self, i: usize) -> Option<RequestId> {
@@ -218,6 +306,7 @@ impl Harness {
         for f in self.s.update_from_output(&batch, &sampled) {
             assert_ne!(f.reason, FinishReason::Abort);
         }
+        self.check_mirror();
     }
 
     fn apply(&mut self, op: &Op) {
@@ -269,6 +358,7 @@ impl Harness {
             }
         }
         check_blocks(&self.s);
+        self.check_mirror();
     }
 
     /// Steps until every request has ended; each step must make progress.
@@ -312,6 +402,18 @@ proptest! {
         let kv = h.s.kv_cache();
         prop_assert_eq!(kv.num_free_blocks(), kv.num_blocks());
         prop_assert_eq!(kv.request_ids().count(), 0);
+    }
+
+    #[test]
+    fn kv_events_rebuild_exactly_the_prefix_index(
+        config in config(),
+        ops in prop::collection::vec(op(), 1..80),
+    ) {
+        let mut h = Harness::new(config).with_events();
+        for op in &ops {
+            h.apply(op);
+        }
+        h.drain();
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! is popped for reuse, so a later request with the same prefix can revive it.
 
 use super::block_hash::BlockKey;
+use super::events::{KvCacheEvent, KvEventLog};
 use super::free_queue::FreeQueue;
 use super::prefix_index::PrefixIndex;
 use crate::ids::{BlockHash, BlockId};
@@ -21,6 +22,8 @@ pub struct BlockPool {
     blocks: Vec<BlockMeta>,
     free: FreeQueue,
     index: PrefixIndex,
+    /// Kept only when something reads the events (`enable_events`).
+    events: Option<KvEventLog>,
 }
 
 impl BlockPool {
@@ -29,6 +32,7 @@ impl BlockPool {
             blocks: vec![BlockMeta::default(); num_blocks],
             free: FreeQueue::full(num_blocks),
             index: PrefixIndex::default(),
+            events: None,
         }
     }
 
@@ -63,6 +67,24 @@ impl BlockPool {
         self.index.len()
     }
 
+    /// Every hash in the prefix index, in no particular order.
+    pub fn cached_hashes(&self) -> impl Iterator<Item = BlockHash> + '_ {
+        self.index.hashes()
+    }
+
+    /// Starts logging registrations and evictions; `root` is the parent hash of first blocks.
+    pub fn enable_events(&mut self, root: BlockHash) {
+        self.events.get_or_insert_with(|| KvEventLog::new(root));
+    }
+
+    /// The events since the last call (none unless enabled).
+    pub fn take_events(&mut self) -> Vec<KvCacheEvent> {
+        self.events
+            .as_mut()
+            .map(KvEventLog::take)
+            .unwrap_or_default()
+    }
+
     /// The block that holds exactly `key`'s prefix, free or in use.
     pub fn lookup(&self, hash: BlockHash, key: &BlockKey<'_>) -> Option<BlockId> {
         self.index.lookup(hash, key)
@@ -80,6 +102,9 @@ impl BlockPool {
                 let meta = &mut self.blocks[block.index()];
                 if let Some(hash) = meta.hash.take() {
                     self.index.remove(hash, block);
+                    if let Some(log) = &mut self.events {
+                        log.removed(hash);
+                    }
                 }
                 meta.ref_count = 1;
                 block
@@ -120,6 +145,9 @@ impl BlockPool {
         }
         if self.index.insert(hash, block, key) {
             meta.hash = Some(hash);
+            if let Some(log) = &mut self.events {
+                log.stored(hash, key);
+            }
         }
     }
 }

@@ -106,6 +106,17 @@ impl KvCacheManager {
         &self.pool
     }
 
+    /// Logs prefix-index changes from now on, for `take_events`.
+    pub fn enable_events(&mut self) {
+        self.pool.enable_events(self.hasher.root());
+    }
+
+    /// Prefix-index changes since the last call; the first call after `enable_events` starts
+    /// with `AllBlocksCleared`.
+    pub fn take_events(&mut self) -> Vec<super::KvCacheEvent> {
+        self.pool.take_events()
+    }
+
     /// The request's block table, empty if it holds no blocks.
     pub fn block_table(&self, id: RequestId) -> &[BlockId] {
         self.tables.get(&id).map_or(&[], |t| &t.blocks)

@@ -3,12 +3,14 @@
 
 pub mod block_hash;
 pub mod block_pool;
+pub mod events;
 pub mod free_queue;
 pub mod manager;
 pub mod prefix_index;
 
 pub use block_hash::{BlockHasher, BlockKey, ExtraKeys};
 pub use block_pool::BlockPool;
+pub use events::{KvCacheEvent, KvEventLog};
 pub use free_queue::FreeQueue;
 pub use manager::{CachedPrefix, KvCacheManager, PrefixCacheStats};
 pub use prefix_index::PrefixIndex;

@@ -78,6 +78,10 @@ impl PrefixIndex {
         entry.key.matches(key).then_some(entry.block)
     }
 
+    pub fn hashes(&self) -> impl Iterator<Item = BlockHash> + '_ {
+        self.entries.keys().copied()
+    }
+
     /// The block registered under `hash`, unconfirmed (for tests and invariant checks).
     pub fn block_for(&self, hash: BlockHash) -> Option<BlockId> {
         self.entries.get(&hash).map(|e| e.block)

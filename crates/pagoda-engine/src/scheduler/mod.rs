@@ -171,6 +171,16 @@ impl Scheduler {
         &self.kv
     }
 
+    /// See `KvCacheManager::enable_events`.
+    pub fn enable_kv_events(&mut self) {
+        self.kv.enable_events();
+    }
+
+    /// See `KvCacheManager::take_events`.
+    pub fn take_kv_events(&mut self) -> Vec<crate::kv_cache::KvCacheEvent> {
+        self.kv.take_events()
+    }
+
     pub fn stop_checker(&self) -> &StopChecker {
         &self.stop
     }
