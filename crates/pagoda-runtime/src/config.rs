@@ -39,6 +39,9 @@ pub struct EngineConfig {
     /// Outputs per choice a caller may leave unread before its request is aborted (its
     /// stream would otherwise queue everything the engine makes); 0: no limit.
     pub max_unread_outputs: usize,
+    /// Where each step's prefix-cache changes go (KV events for prefix-aware routers); `None`:
+    /// not logged at all.
+    pub kv_events: Option<crate::KvEventSink>,
     /// Deliberate failures, for tests of the engine loop's recovery.
     #[cfg(feature = "fault-injection")]
     pub faults: crate::faults::FaultInjection,
@@ -63,6 +66,7 @@ impl EngineConfig {
             max_pending_requests: 1024,
             max_pending_per_tenant: 512,
             max_unread_outputs: 512,
+            kv_events: None,
             #[cfg(feature = "fault-injection")]
             faults: Default::default(),
         }

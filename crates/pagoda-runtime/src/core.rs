@@ -79,6 +79,8 @@ pub struct EngineCore {
     in_step: Vec<RequestId>,
     /// `EngineConfig::max_unread_outputs` (0: no limit).
     max_unread_per_choice: usize,
+    /// Where prefix-cache changes go after each step.
+    kv_events: Option<crate::KvEventSink>,
     #[cfg(feature = "fault-injection")]
     faults: crate::faults::FaultInjection,
     /// A request that should kill the loop was queued (fault injection).
@@ -98,6 +100,7 @@ impl EngineCore {
             idle: false,
             in_step: Vec::new(),
             max_unread_per_choice: 0,
+            kv_events: None,
             #[cfg(feature = "fault-injection")]
             faults: Default::default(),
             #[cfg(feature = "fault-injection")]
@@ -109,6 +112,30 @@ impl EngineCore {
 
     pub fn set_max_unread_outputs(&mut self, per_choice: usize) {
         self.max_unread_per_choice = per_choice;
+    }
+
+    /// Sends prefix-cache changes to `sink` (the scheduler must log them:
+    /// `Scheduler::enable_kv_events`).
+    pub fn set_kv_events(&mut self, sink: Option<crate::KvEventSink>) {
+        self.kv_events = sink;
+    }
+
+    /// Hands the prefix-cache changes since the last call to the sink, if any. Also called
+    /// after a failed step: its evictions happened all the same.
+    pub fn publish_kv_events(&mut self) {
+        let Some(sink) = &self.kv_events else {
+            return;
+        };
+        let events = self.scheduler.take_kv_events();
+        if !events.is_empty() {
+            sink.send(events);
+        }
+    }
+
+    /// Every block hash in the prefix cache (what a router's copy built from the KV events
+    /// must hold).
+    pub fn prefix_cache_hashes(&self) -> Vec<pagoda_engine::BlockHash> {
+        self.scheduler.kv_cache().pool().cached_hashes().collect()
     }
 
     #[cfg(feature = "fault-injection")]

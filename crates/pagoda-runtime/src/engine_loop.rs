@@ -32,6 +32,8 @@ pub(crate) enum Command {
         /// One place in the pending counts per choice.
         pending: Vec<PendingSlot>,
     },
+    /// Replies with every block hash in the prefix cache.
+    PrefixCacheHashes(tokio::sync::oneshot::Sender<Vec<pagoda_engine::BlockHash>>),
     Shutdown,
 }
 
@@ -95,6 +97,7 @@ fn drive(core: &mut EngineCore, commands: &Receiver<Command>, shared: &Shared) {
         #[cfg(feature = "fault-injection")]
         core.kill_if_requested();
         run_step(core);
+        core.publish_kv_events();
         *shared.stats.lock().unwrap_or_else(|e| e.into_inner()) = core.stats().clone();
         if core.was_idle() && core.has_work() {
             // Admission keeps every request within the KV budget, so this should not happen;
@@ -149,6 +152,12 @@ fn apply(core: &mut EngineCore, command: Command, shutting_down: &mut bool) {
                 }
             };
             refuse(&reply, n, &error);
+        }
+        Command::PrefixCacheHashes(reply) => {
+            // Events of the steps so far were handed over already: a router that read them
+            // all holds exactly this.
+            core.publish_kv_events();
+            let _ = reply.send(core.prefix_cache_hashes());
         }
         Command::Shutdown => *shutting_down = true,
     }

@@ -249,6 +249,19 @@ impl EngineHandle {
         })
     }
 
+    /// Every block hash in the prefix cache, read by the engine thread between steps (for
+    /// checking a router's copy built from the KV events).
+    pub async fn prefix_cache_hashes(&self) -> Result<Vec<pagoda_engine::BlockHash>> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.shared
+            .commands
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .send(Command::PrefixCacheHashes(reply))
+            .map_err(|_| RuntimeError::EngineStopped)?;
+        answer.await.map_err(|_| RuntimeError::EngineStopped)
+    }
+
     /// Stops admission; the engine finishes what is in flight, then its thread exits.
     pub fn shutdown(&self) {
         self.shared.accepting.store(false, Ordering::SeqCst);

@@ -13,6 +13,7 @@ mod error;
 #[cfg(feature = "fault-injection")]
 mod faults;
 mod handle;
+mod kv_events;
 mod load;
 mod model_source;
 mod output_channel;
@@ -25,6 +26,7 @@ pub use error::{Result, RuntimeError};
 #[cfg(feature = "fault-injection")]
 pub use faults::FaultInjection;
 pub use handle::{start, EngineHandle, RequestStream};
+pub use kv_events::{KvEventBatch, KvEventSink};
 pub use load::ModelInfo;
 pub use model_source::resolve_model;
 pub use request::{
@@ -32,5 +34,7 @@ pub use request::{
 };
 pub use stats::EngineStats;
 
-pub use pagoda_engine::{CacheSalt, FinishReason, SamplingParams, TenantKey};
+pub use pagoda_engine::{
+    BlockHash, CacheSalt, FinishReason, KvCacheEvent, SamplingParams, TenantKey,
+};
 pub use pagoda_structured::{Constraint, ConstraintSpec, Grammars, StructuredError};

@@ -76,7 +76,7 @@ pub(crate) fn load(config: &EngineConfig) -> Result<Loaded> {
     if eos_token_ids.is_empty() {
         eos_token_ids = model_cfg.eos_token_ids.clone();
     }
-    let scheduler = Scheduler::new(
+    let mut scheduler = Scheduler::new(
         SchedulerConfig {
             max_num_batched_tokens: config.max_num_batched_tokens,
             max_num_seqs: config.max_num_seqs,
@@ -108,8 +108,14 @@ pub(crate) fn load(config: &EngineConfig) -> Result<Loaded> {
         .map(Arc::new)
         .map_err(|e| e.to_string());
     let runner = ModelRunner::new(model, kv_shape);
+    if config.kv_events.is_some() {
+        scheduler.enable_kv_events();
+    }
     let mut core = EngineCore::new(scheduler, runner, tokenizer.clone());
     core.set_max_unread_outputs(config.max_unread_outputs);
+    core.set_kv_events(config.kv_events.clone());
+    // AllBlocksCleared goes out at once: a router forgets what an earlier run announced.
+    core.publish_kv_events();
     #[cfg(feature = "fault-injection")]
     core.set_faults(config.faults.clone());
     Ok(Loaded {

@@ -155,6 +155,19 @@ pub struct ServeArgs {
     /// none].
     #[arg(long, env = "PAGODA_METRICS_COMPAT")]
     pub metrics_compat: Option<String>,
+    /// Publish KV-cache events for prefix-aware routers (llm-d's KV indexer) on a ZeroMQ PUB
+    /// socket in vLLM's format: bound when the address has a `*` (`tcp://*:5557`), else
+    /// connected [default: none].
+    #[arg(long, env = "PAGODA_KV_EVENTS_ENDPOINT")]
+    pub kv_events_endpoint: Option<String>,
+    /// A ZeroMQ ROUTER socket (bound) that replays recent KV-event batches to a DEALER that
+    /// sends `["", start_seq]` [default: none].
+    #[arg(long, env = "PAGODA_KV_EVENTS_REPLAY_ENDPOINT")]
+    pub kv_events_replay_endpoint: Option<String>,
+    /// The KV events' topic [default: kv@HOST:PORT@SERVED_MODEL_NAME, HOST the machine's
+    /// name when --host is 0.0.0.0 or ::].
+    #[arg(long, env = "PAGODA_KV_EVENTS_TOPIC")]
+    pub kv_events_topic: Option<String>,
     /// A request's headers must arrive within this long of the connection's accept (first
     /// request) or of the request's first byte, else the connection is closed [default: 10s].
     #[arg(long, env = "PAGODA_HEADER_TIMEOUT", value_parser = parse_duration)]

@@ -25,6 +25,7 @@ mod guard;
 mod guard_metrics;
 mod http;
 mod ids;
+pub mod kv_events;
 mod limits;
 mod logprobs;
 mod metrics;

@@ -18,6 +18,7 @@ use crate::error::ServerError;
 use crate::gateway;
 use crate::guard;
 use crate::http::{Connections, HttpLimits};
+use crate::kv_events;
 use crate::routes::{self, chat, completions, models, ops, render, tokenize};
 use crate::settings::Settings;
 use crate::state::{load_chat_template, AppState, Loaded};
@@ -143,7 +144,7 @@ pub fn run_serve(args: ServeArgs) -> Result<(), ServerError> {
     result
 }
 
-async fn run(settings: Settings) -> Result<(), ServerError> {
+async fn run(mut settings: Settings) -> Result<(), ServerError> {
     let addr = settings.bind_address()?;
     let listener = TcpListener::bind(addr)
         .await
@@ -158,6 +159,11 @@ async fn run(settings: Settings) -> Result<(), ServerError> {
     state.set_slo_classes(settings.slo_classes.clone());
     gateway::start(&state, settings.gateway.clone()).await?;
     start_guard(&state, settings.guard.as_ref())?;
+    if let Some(kv_events) = &settings.kv_events {
+        let publisher = kv_events::start(kv_events, settings.engine.block_size).await?;
+        state.set_kv_events(publisher.stats.clone());
+        settings.engine.kv_events = Some(publisher.sink);
+    }
     if let Some(dir) = &settings.console_reports_dir {
         if !dir.is_dir() {
             // Not fatal: the console says so, and the folder may be made later.

@@ -15,6 +15,7 @@ use crate::chat_output::{ChatFeatures, ToolParser};
 use crate::error::ServerError;
 use crate::guard::GuardSettings;
 use crate::http::HttpLimits;
+use crate::kv_events::{default_topic, KvEventsSettings};
 use crate::limits::RequestLimits;
 use crate::slo::{SloClass, SloClasses};
 use pagoda_text::reasoning::ReasoningFormat;
@@ -46,6 +47,8 @@ pub struct Settings {
     pub slo_classes: SloClasses,
     /// Where the console finds saved bench, plan and red-team reports.
     pub console_reports_dir: Option<PathBuf>,
+    /// `--kv-events-endpoint` and the rest: `None`, no KV events.
+    pub kv_events: Option<KvEventsSettings>,
 }
 
 /// The TOML file: the same keys as the flags.
@@ -93,6 +96,9 @@ struct FileSettings {
     max_pending_per_tenant: Option<usize>,
     max_unread_outputs: Option<usize>,
     metrics_compat: Option<String>,
+    kv_events_endpoint: Option<String>,
+    kv_events_replay_endpoint: Option<String>,
+    kv_events_topic: Option<String>,
     header_timeout: Option<Size>,
     keep_alive_timeout: Option<Size>,
     body_timeout: Option<Size>,
@@ -298,13 +304,22 @@ impl Settings {
                 "the console that shows the reports needs --gateway-db".into(),
             ));
         }
+        let host = args
+            .host
+            .or(file.host)
+            .unwrap_or_else(|| "127.0.0.1".into());
+        let port = args.port.or(file.port).unwrap_or(8000);
+        let kv_events = kv_events_settings(
+            args.kv_events_endpoint.or(file.kv_events_endpoint),
+            args.kv_events_replay_endpoint
+                .or(file.kv_events_replay_endpoint),
+            args.kv_events_topic.or(file.kv_events_topic),
+            || default_topic(&topic_host(&host), port, &served_model_names[0]),
+        )?;
         Ok(Settings {
             model,
-            host: args
-                .host
-                .or(file.host)
-                .unwrap_or_else(|| "127.0.0.1".into()),
-            port: args.port.or(file.port).unwrap_or(8000),
+            host,
+            port,
             served_model_names,
             chat_template: args.chat_template.or(file.chat_template),
             engine,
@@ -317,6 +332,7 @@ impl Settings {
             http,
             slo_classes,
             console_reports_dir,
+            kv_events,
         })
     }
 
@@ -327,6 +343,55 @@ impl Settings {
             .map_err(|_| setting("host", format!("`{}` is not an IP address", self.host)))?;
         Ok(SocketAddr::new(ip, self.port))
     }
+}
+
+fn kv_events_settings(
+    endpoint: Option<String>,
+    replay_endpoint: Option<String>,
+    topic: Option<String>,
+    default_topic: impl FnOnce() -> String,
+) -> Result<Option<KvEventsSettings>, ServerError> {
+    let Some(endpoint) = endpoint else {
+        if replay_endpoint.is_some() || topic.is_some() {
+            return Err(setting(
+                "kv-events-endpoint",
+                "--kv-events-replay-endpoint and --kv-events-topic need it".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    for (field, address) in [
+        ("kv-events-endpoint", Some(&endpoint)),
+        ("kv-events-replay-endpoint", replay_endpoint.as_ref()),
+    ] {
+        if let Some(address) = address {
+            if !address.starts_with("tcp://") {
+                return Err(setting(
+                    field,
+                    format!("`{address}` is not a tcp:// address"),
+                ));
+            }
+        }
+    }
+    Ok(Some(KvEventsSettings {
+        endpoint,
+        replay_endpoint,
+        topic: topic.unwrap_or_else(default_topic),
+    }))
+}
+
+/// The address routers know this server by: `--host`, or the machine's name (a pod's name in
+/// Kubernetes) when that listens on every interface.
+fn topic_host(host: &str) -> String {
+    let any = matches!(host, "0.0.0.0" | "::" | "[::]");
+    if !any {
+        return host.to_string();
+    }
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_string())
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "localhost".into())
 }
 
 fn slo_classes(
@@ -592,6 +657,59 @@ mod tests {
         assert_eq!(settings.engine.kv_cache_memory, 64 << 20);
         assert_eq!(settings.drain_timeout, Duration::from_secs(5));
         assert_eq!(settings.served_model_names, vec!["/m".to_string()]);
+    }
+
+    #[test]
+    fn kv_events_take_an_endpoint_and_a_topic_naming_the_server() {
+        let path = write_config(
+            "kv-events",
+            "model = \"/m\"\nserved-model-name = \"qwen\"\nhost = \"10.0.0.7\"\nport = 8100\nkv-events-endpoint = \"tcp://*:5557\"\n",
+        );
+        let args = ServeArgs {
+            config: Some(path.clone()),
+            ..ServeArgs::default()
+        };
+        let kv = Settings::resolve(args).unwrap().kv_events.unwrap();
+        assert_eq!(kv.endpoint, "tcp://*:5557");
+        assert_eq!(kv.topic, "kv@10.0.0.7:8100@qwen");
+        assert_eq!(kv.replay_endpoint, None);
+        let args = ServeArgs {
+            config: Some(path.clone()),
+            kv_events_topic: Some("kv@pod@m".into()),
+            kv_events_replay_endpoint: Some("tcp://*:5558".into()),
+            ..ServeArgs::default()
+        };
+        let kv = Settings::resolve(args).unwrap().kv_events.unwrap();
+        assert_eq!(kv.topic, "kv@pod@m");
+        assert_eq!(kv.replay_endpoint.as_deref(), Some("tcp://*:5558"));
+        std::fs::remove_file(path).ok();
+        let refused = [
+            ServeArgs {
+                kv_events_replay_endpoint: Some("tcp://*:5558".into()),
+                ..ServeArgs::default()
+            },
+            ServeArgs {
+                kv_events_endpoint: Some("ipc:///tmp/kv".into()),
+                ..ServeArgs::default()
+            },
+        ];
+        for args in refused {
+            let args = ServeArgs {
+                model: Some("/m".into()),
+                ..args
+            };
+            let error = Settings::resolve(args).unwrap_err().to_string();
+            assert!(error.contains("kv-events-endpoint"), "{error}");
+        }
+        assert_eq!(
+            Settings::resolve(ServeArgs {
+                model: Some("/m".into()),
+                ..ServeArgs::default()
+            })
+            .unwrap()
+            .kv_events,
+            None
+        );
     }
 
     #[test]

@@ -46,6 +46,7 @@ struct Inner {
     chat_features: OnceLock<ChatFeatures>,
     /// Latency classes requests run under.
     slo_classes: OnceLock<Arc<SloClasses>>,
+    kv_events: OnceLock<Arc<crate::kv_events::KvEventStats>>,
     /// Permits to run request work (parsing, guard scans, rendering, tokenization) on the
     /// blocking pool: one per core, so that work never starves the I/O thread and never
     /// grows past the cores it can use.
@@ -77,6 +78,7 @@ impl AppState {
                 limits,
                 chat_features: OnceLock::new(),
                 slo_classes: OnceLock::new(),
+                kv_events: OnceLock::new(),
                 blocking: Semaphore::new(
                     std::thread::available_parallelism().map_or(2, |n| n.get().max(2)),
                 ),
@@ -138,6 +140,15 @@ impl AppState {
 
     pub fn chat_features(&self) -> ChatFeatures {
         self.inner.chat_features.get().copied().unwrap_or_default()
+    }
+
+    /// Lists the KV-event publisher's counters on /metrics; later calls are ignored.
+    pub fn set_kv_events(&self, stats: Arc<crate::kv_events::KvEventStats>) {
+        let _ = self.inner.kv_events.set(stats);
+    }
+
+    pub fn kv_events(&self) -> Option<&Arc<crate::kv_events::KvEventStats>> {
+        self.inner.kv_events.get()
     }
 
     /// Defines the SLO classes (and lists them on /metrics); later calls are ignored.

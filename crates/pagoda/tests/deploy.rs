@@ -171,6 +171,15 @@ fn str_list(v: &Value) -> Vec<String> {
 }
 
 /// `selector` (a label map) is a subset of `labels`.
+/// The model `pagoda.toml` in the ConfigMap serves.
+fn config_model(docs: &[Value]) -> String {
+    let text = of_kind(docs, "ConfigMap")[0]["data"]["pagoda.toml"]
+        .as_str()
+        .unwrap();
+    let config: toml::Table = toml::from_str(text).unwrap();
+    config["model"].as_str().unwrap().to_string()
+}
+
 fn selects(selector: &Value, labels: &Value) -> bool {
     selector
         .as_mapping()
@@ -320,6 +329,20 @@ fn every_overlay_renders_and_agrees_with_the_binary() {
             }
             "llm-d" => {
                 assert!(args.windows(2).any(|w| w == ["--metrics-compat", "vllm"]));
+                // KV events reach the picker's Service, under a topic naming this pod's
+                // address (from the downward API) and the served model.
+                let value = |flag: &str| {
+                    let i = args.iter().position(|a| a == flag).unwrap();
+                    args[i + 1].clone()
+                };
+                assert!(value("--kv-events-endpoint").starts_with("tcp://pagoda-epp:"));
+                let topic = value("--kv-events-topic");
+                let port = container["ports"][0]["containerPort"].as_u64().unwrap();
+                let model = config_model(&docs);
+                assert_eq!(topic, format!("kv@$(POD_IP):{port}@{model}"));
+                let env = container["env"].as_sequence().unwrap();
+                assert!(env.iter().any(|e| e["name"] == "POD_IP"
+                    && e["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"));
                 let labels = &pod["metadata"]["labels"];
                 assert_eq!(labels["llm-d.ai/engine-type"], "pagoda");
                 let pool = named(&docs, "InferencePool", "pagoda");

@@ -40,6 +40,9 @@ pub async fn metrics(State(state): State<AppState>, caller: Option<Extension<Cal
     if let Some(guard) = state.guard() {
         guard.render_metrics(&mut text);
     }
+    if let Some(kv_events) = state.kv_events() {
+        kv_events.render(&mut text);
+    }
     let caller = caller.map(|Extension(c)| c);
     crate::gateway::render_metrics(&state, caller.as_ref(), &mut text);
     (

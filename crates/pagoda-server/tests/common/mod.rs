@@ -16,8 +16,8 @@ use tokio::task::JoinHandle;
 pub const MODEL: &str = "tiny-qwen2";
 
 /// Runs `tests/python/SCRIPT` with `args` (on the blocking pool, so the in-process server
-/// keeps serving) and fails the test with its output unless it exits 0.
-pub async fn run_python(script: &str, args: Vec<String>) {
+/// keeps serving) and fails the test with its output unless it exits 0. Returns its stdout.
+pub async fn run_python(script: &str, args: Vec<String>) -> String {
     let path = format!("{}/tests/python/{script}", env!("CARGO_MANIFEST_DIR"));
     let output = tokio::task::spawn_blocking(move || {
         std::process::Command::new("python3")
@@ -34,6 +34,7 @@ pub async fn run_python(script: &str, args: Vec<String>) {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 pub fn model_dir(name: &str) -> PathBuf {
