@@ -126,10 +126,12 @@ impl EngineCore {
         let Some(sink) = &self.kv_events else {
             return;
         };
+        let start = Instant::now();
         let events = self.scheduler.take_kv_events();
         if !events.is_empty() {
             sink.send(events);
         }
+        self.stats.kv_events_time_total += start.elapsed();
     }
 
     /// Every block hash in the prefix cache (what a router's copy built from the KV events

@@ -23,6 +23,9 @@ pub struct EngineStats {
     /// alongside the forward pass).
     pub constraint_masks_total: u64,
     pub constraint_mask_time_total: Duration,
+    /// Time the engine thread spent handing KV events to the publisher's queue (logging them
+    /// in the block pool is part of `scheduler_time_total`).
+    pub kv_events_time_total: Duration,
     /// The step-cost model timed steps are sized with (`None` until fitted).
     pub step_cost: Option<pagoda_engine::StepCostModel>,
 }

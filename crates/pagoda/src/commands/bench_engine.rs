@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
-use pagoda_runtime::{GenerateRequest, SamplingParams};
+use pagoda_runtime::{GenerateRequest, KvEventSink, SamplingParams};
 
 use crate::model_args::ModelArgs;
 
@@ -30,6 +30,10 @@ pub struct BenchEngineArgs {
     /// Print JSON lines instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Log KV-cache events and encode them as `serve --kv-events-endpoint` would (on another
+    /// thread, without sending them), reporting the engine thread's share of each step.
+    #[arg(long)]
+    pub kv_events: bool,
 }
 
 pub fn run(args: BenchEngineArgs) -> anyhow::Result<()> {
@@ -47,6 +51,18 @@ pub fn run(args: BenchEngineArgs) -> anyhow::Result<()> {
     if config.max_model_len.is_none() {
         config.max_model_len = Some(args.input_len + args.output_len);
     }
+    let encoder = args.kv_events.then(|| {
+        let (sink, mut receiver) = KvEventSink::channel(pagoda_server::kv_events::QUEUE_BATCHES);
+        config.kv_events = Some(sink);
+        let block_size = config.block_size;
+        std::thread::spawn(move || {
+            let mut bytes = 0usize;
+            while let Some(batch) = receiver.blocking_recv() {
+                bytes += pagoda_server::kv_events::encode_batch(&batch, block_size).len();
+            }
+            bytes
+        })
+    });
     let engine = pagoda_runtime::start(config).context("cannot start the engine")?;
     let vocab = engine.info().vocab_size as u64;
     if !args.json {
@@ -92,8 +108,12 @@ pub fn run(args: BenchEngineArgs) -> anyhow::Result<()> {
         let steps = (after.steps_total - before.steps_total).max(1) as u32;
         let sched = (after.scheduler_time_total - before.scheduler_time_total) / steps;
         let forward = (after.forward_time_total - before.forward_time_total) / steps;
-        let sched_share =
-            sched.as_secs_f64() / (sched + forward).as_secs_f64().max(f64::MIN_POSITIVE);
+        let kv_events = (after.kv_events_time_total - before.kv_events_time_total) / steps;
+        let step_time = (sched + forward + kv_events)
+            .as_secs_f64()
+            .max(f64::MIN_POSITIVE);
+        let sched_share = sched.as_secs_f64() / step_time;
+        let kv_events_share = kv_events.as_secs_f64() / step_time;
         let throughput = output_tokens as f64 / wall.as_secs_f64();
         ttft.sort();
         tpot.sort();
@@ -106,6 +126,7 @@ pub fn run(args: BenchEngineArgs) -> anyhow::Result<()> {
                 "tpot_mean_s": mean_tpot.as_secs_f64(), "tpot_p99_s": percentile(&tpot, 0.99).as_secs_f64(),
                 "steps": steps, "scheduler_s_per_step": sched.as_secs_f64(), "forward_s_per_step": forward.as_secs_f64(),
                 "scheduler_share_of_step": sched_share, "wall_s": wall.as_secs_f64(),
+                "kv_events_s_per_step": kv_events.as_secs_f64(), "kv_events_share_of_step": kv_events_share,
             });
             println!("{line}");
         } else {
@@ -121,6 +142,13 @@ pub fn run(args: BenchEngineArgs) -> anyhow::Result<()> {
     }
     engine.shutdown();
     engine.join();
+    drop(engine);
+    if let Some(encoder) = encoder {
+        let bytes = encoder
+            .join()
+            .map_err(|_| anyhow::anyhow!("the encoder panicked"))?;
+        eprintln!("KV events: {bytes} bytes encoded");
+    }
     Ok(())
 }
 
