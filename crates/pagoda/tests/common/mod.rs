@@ -80,6 +80,16 @@ impl Server {
             .collect()
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL, and waits for the exit.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
         self.child.try_wait().ok().flatten()
     }
@@ -191,6 +201,17 @@ impl Response {
     pub fn excerpt(&self) -> String {
         excerpt(&self.body, 600)
     }
+}
+
+/// The first sample of `name` in a /metrics text (with or without labels).
+pub fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find(|line| {
+            line.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+        })
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|value| value.parse().ok())
 }
 
 pub fn excerpt(text: &str, max: usize) -> String {
