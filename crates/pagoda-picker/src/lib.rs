@@ -4,8 +4,9 @@
 //! keyed on that header sends the request there.
 //!
 //! It scores replicas as llm-d's default profile does, from what Pagoda publishes: the queue
-//! (`pagoda:num_requests_waiting`), KV-cache utilisation (`pagoda:kv_cache_usage_perc`) and the
-//! longest cached prefix of the request, from each replica's KV events. A replica whose
+//! (`pagoda:num_requests_waiting` plus `_running`), KV-cache utilisation
+//! (`pagoda:kv_cache_usage_perc`) and the longest cached prefix of the request, from each
+//! replica's KV events. A replica whose
 //! `/health` is not 200 (loading, draining) or that refuses connections gets nothing.
 //!
 //! Written for the end-to-end test and the routing benchmark; llm-d's own picker is what runs

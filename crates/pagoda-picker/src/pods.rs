@@ -22,7 +22,9 @@ pub struct Pod {
 pub struct PodSnapshot {
     /// `/health` answered 200 at the last probe (not loading, not draining, reachable).
     pub ready: bool,
-    pub waiting: f64,
+    /// Requests waiting or running: on a CPU every running request slows the others, so
+    /// running ones count as queue too (llm-d's queue scorer reads the waiting gauge alone).
+    pub queue: f64,
     pub kv_usage: f64,
 }
 
@@ -138,7 +140,8 @@ async fn read_load(client: &reqwest::Client, base: &str) -> Option<PodSnapshot> 
         .ok()?;
     Some(PodSnapshot {
         ready: true,
-        waiting: gauge(&text, "pagoda:num_requests_waiting").unwrap_or(0.0),
+        queue: gauge(&text, "pagoda:num_requests_waiting").unwrap_or(0.0)
+            + gauge(&text, "pagoda:num_requests_running").unwrap_or(0.0),
         kv_usage: gauge(&text, "pagoda:kv_cache_usage_perc").unwrap_or(0.0),
     })
 }

@@ -47,15 +47,15 @@ pub fn choose(
         return Some(ready[turn % ready.len()]);
     }
     // Each scorer maps to [0, 1], higher is better; the queue is scaled by the longest one.
-    let max_waiting = ready.iter().map(|&i| pods[i].waiting).fold(0.0, f64::max);
+    let max_queue = ready.iter().map(|&i| pods[i].queue).fold(0.0, f64::max);
     let score = |i: usize| {
         let prefix = if num_blocks == 0 {
             0.0
         } else {
             matched[i] as f64 / num_blocks as f64
         };
-        let queue = if max_waiting > 0.0 {
-            1.0 - pods[i].waiting / max_waiting
+        let queue = if max_queue > 0.0 {
+            1.0 - pods[i].queue / max_queue
         } else {
             1.0
         };
@@ -80,10 +80,10 @@ pub fn choose(
 mod tests {
     use super::*;
 
-    fn pod(ready: bool, waiting: f64, kv_usage: f64) -> PodSnapshot {
+    fn pod(ready: bool, queue: f64, kv_usage: f64) -> PodSnapshot {
         PodSnapshot {
             ready,
-            waiting,
+            queue,
             kv_usage,
         }
     }

@@ -67,66 +67,9 @@ fn envoy_binary() -> std::path::PathBuf {
 }
 
 fn start_envoy(dir: &std::path::Path, listen: u16, picker: u16) -> Envoy {
-    let config = format!(
-        r#"
-static_resources:
-  listeners:
-  - name: inference
-    address: {{socket_address: {{address: 127.0.0.1, port_value: {listen}}}}}
-    filter_chains:
-    - filters:
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: inference
-          route_config:
-            response_headers_to_add:
-            - header: {{key: x-served-by, value: "%UPSTREAM_HOST%"}}
-            virtual_hosts:
-            - name: all
-              domains: ["*"]
-              routes:
-              - match: {{prefix: "/"}}
-                route: {{cluster: replicas, timeout: 0s}}
-          http_filters:
-          - name: envoy.filters.http.ext_proc
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor
-              grpc_service: {{envoy_grpc: {{cluster_name: picker}}, timeout: 10s}}
-              message_timeout: 10s
-              failure_mode_allow: false
-              processing_mode:
-                request_header_mode: SEND
-                response_header_mode: SKIP
-                request_body_mode: BUFFERED
-                response_body_mode: NONE
-                request_trailer_mode: SKIP
-                response_trailer_mode: SKIP
-          - name: envoy.filters.http.router
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
-  clusters:
-  - name: replicas
-    type: ORIGINAL_DST
-    lb_policy: CLUSTER_PROVIDED
-    connect_timeout: 2s
-    original_dst_lb_config:
-      use_http_header: true
-      http_header_name: x-gateway-destination-endpoint
-  - name: picker
-    type: STATIC
-    connect_timeout: 2s
-    typed_extension_protocol_options:
-      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
-        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
-        explicit_http_config: {{http2_protocol_options: {{}}}}
-    load_assignment:
-      cluster_name: picker
-      endpoints:
-      - lb_endpoints:
-        - endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {picker}}}}}}}
-"#
-    );
+    let config = include_str!("../../pagoda-picker/envoy.yaml")
+        .replace("LISTEN_PORT", &listen.to_string())
+        .replace("PICKER_PORT", &picker.to_string());
     let path = dir.join("envoy.yaml");
     std::fs::write(&path, config).unwrap();
     let child = Command::new(envoy_binary())
