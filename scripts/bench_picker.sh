@@ -5,7 +5,11 @@
 # start cold for every run; modes alternate RUNS times. Prints, per run, the prefix-cache hit
 # rate over all replicas (hit tokens / queried tokens, from /metrics) and TTFT p50/p99.
 #
-#   scripts/bench_picker.sh [MODEL_DIR]    (default: Qwen2.5-0.5B shape, random weights)
+#   scripts/bench_picker.sh [MODEL_DIR]
+#
+# MODEL_DIR holds config.json and tokenizer.json (weights are drawn at random,
+# --load-format dummy); the default is the Qwen2.5-0.5B-shape directory that
+# scripts/make_bench_model.py makes (docs/peer-llamacpp.md).
 #
 # Env: RUNS (2), REQUESTS (96), CONCURRENCY (6), PREFIXES (12), INPUT_LEN (256),
 # KV_MEMORY per replica (12MiB: 64 blocks of this shape, room for about a third of the
@@ -13,6 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL=${1:-/work/peer/qwen2.5-0.5b-dummy-f16}
+[ -f "$MODEL/tokenizer.json" ] || { echo "no tokenizer.json in $MODEL (see the usage above)" >&2; exit 1; }
 RUNS=${RUNS:-2} REQUESTS=${REQUESTS:-96} CONCURRENCY=${CONCURRENCY:-6}
 PREFIXES=${PREFIXES:-12} INPUT_LEN=${INPUT_LEN:-256} KV_MEMORY=${KV_MEMORY:-12MiB}
 cargo build --release -q -p pagoda && cargo build --release -q -p pagoda-picker --example picker
