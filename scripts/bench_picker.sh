@@ -43,7 +43,15 @@ run() {
   for i in 0 1 2; do wait_http "http://127.0.0.1:$((8400 + i))/health"; done
   "$PICKER" 127.0.0.1:9499 "$mode" "${specs[@]}" >"$WORK/picker.log" 2>&1 &
   pids+=($!)
-  sed -e s/LISTEN_PORT/8499/ -e s/PICKER_PORT/9499/ crates/pagoda-picker/envoy.yaml >"$WORK/envoy.yaml"
+  python3 - "$WORK/envoy.yaml" <<'PY'
+import sys
+endpoints = "\n".join(
+    f"        - endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {8400 + i}}}}}}}"
+    for i in range(3))
+text = open("crates/pagoda-picker/envoy.yaml").read()
+text = text.replace("LISTEN_PORT", "8499").replace("PICKER_PORT", "9499")
+open(sys.argv[1], "w").write(text.replace("REPLICA_ENDPOINTS", endpoints))
+PY
   "$ENVOY" -c "$WORK/envoy.yaml" --disable-hot-restart --log-level error >"$WORK/envoy.log" 2>&1 &
   pids+=($!)
   wait_http "http://127.0.0.1:8499/health"

@@ -22,7 +22,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
 
 use crate::pods::Pods;
-use crate::scoring::{choose, Mode, Weights};
+use crate::scoring::{rank, Mode, Weights};
 use crate::tokens::{render_path, token_ids, PrefixHasher};
 use crate::DESTINATION_HEADER;
 
@@ -49,24 +49,25 @@ impl PickerService {
         &self.pods
     }
 
-    /// The replica for a request to `path` with `body`, confirmed to accept connections.
-    async fn pick(&self, path: &str, body: &[u8]) -> Option<SocketAddr> {
+    /// The replicas for a request to `path` with `body`, best first: the first confirmed to
+    /// accept connections, the rest the fallbacks Envoy retries on (before the first byte)
+    /// if it fails. Empty when none is ready.
+    async fn pick(&self, path: &str, body: &[u8]) -> Vec<SocketAddr> {
         let turn = self.turn.fetch_add(1, Ordering::Relaxed);
         let hashes = match (self.mode, render_path(path)) {
             (Mode::PrefixAware, Some(render)) => self.prefix_hashes(render, body).await,
             _ => Vec::new(),
         };
         let matched = self.pods.matched(&hashes);
-        for _ in 0..self.pods.len() {
-            let snapshots = self.pods.snapshots();
-            let i = choose(
-                &snapshots,
-                &matched,
-                hashes.len(),
-                self.mode,
-                self.weights,
-                turn,
-            )?;
+        let ranked = rank(
+            &self.pods.snapshots(),
+            &matched,
+            hashes.len(),
+            self.mode,
+            self.weights,
+            turn,
+        );
+        for (k, &i) in ranked.iter().enumerate() {
             let addr = self.pods.addr(i);
             // A replica killed since the last probe refuses at once: take the next best
             // instead of sending Envoy to a dead address.
@@ -75,11 +76,11 @@ impl PickerService {
                 tokio::time::timeout(Duration::from_millis(500), connect).await,
                 Ok(Ok(_))
             ) {
-                return Some(addr);
+                return ranked[k..].iter().map(|&i| self.pods.addr(i)).collect();
             }
             self.pods.mark_down(i);
         }
-        None
+        Vec::new()
     }
 
     /// The request's block hashes, from token ids a ready replica renders for it.
@@ -105,9 +106,10 @@ impl PickerService {
     }
 }
 
-/// The answer to the request's last message: route to `addr`, or 503 when nothing is ready.
-fn routed(addr: Option<SocketAddr>, body_phase: bool) -> ProcessingResponse {
-    let Some(addr) = addr else {
+/// The answer to the request's last message: route to `addrs` (`IP:PORT,IP:PORT,...`, the
+/// first for the request, the others for retries), or 503 when nothing is ready.
+fn routed(addrs: Vec<SocketAddr>, body_phase: bool) -> ProcessingResponse {
+    if addrs.is_empty() {
         return ProcessingResponse {
             response: Some(Response::ImmediateResponse(ImmediateResponse {
                 status: Some(HttpStatus {
@@ -119,13 +121,14 @@ fn routed(addr: Option<SocketAddr>, body_phase: bool) -> ProcessingResponse {
             })),
             ..Default::default()
         };
-    };
+    }
+    let value: Vec<String> = addrs.iter().map(SocketAddr::to_string).collect();
     let common = CommonResponse {
         header_mutation: Some(HeaderMutation {
             set_headers: vec![HeaderValueOption {
                 header: Some(HeaderValue {
                     key: DESTINATION_HEADER.into(),
-                    raw_value: addr.to_string().into_bytes(),
+                    raw_value: value.join(",").into_bytes(),
                     ..Default::default()
                 }),
                 append_action: HeaderAppendAction::OverwriteIfExistsOrAdd as i32,

