@@ -1,7 +1,8 @@
 //! A small Endpoint Picker for Pagoda replicas behind Envoy, speaking the Gateway API Inference
 //! Extension's protocol: Envoy's `ext_proc` filter sends each request's headers and body, the
-//! picker answers with `x-gateway-destination-endpoint: IP:PORT`, and an `ORIGINAL_DST` cluster
-//! keyed on that header sends the request there.
+//! picker answers with `x-gateway-destination-endpoint: IP:PORT,IP:PORT,...` (best first), and
+//! Envoy's `override_host` load balancing sends the request to the first and a retry to the
+//! next (`envoy.yaml`).
 //!
 //! It scores replicas as llm-d's default profile does, from what Pagoda publishes: the queue
 //! (`pagoda:num_requests_waiting` plus `_running`), KV-cache utilisation
