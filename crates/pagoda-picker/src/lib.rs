@@ -21,7 +21,7 @@ mod tokens;
 
 pub use ext_proc::{serve, PickerService};
 pub use pods::{Pod, PodSnapshot, Pods};
-pub use scoring::{choose, rank, Mode, Weights};
+pub use scoring::{rank, Mode, Weights};
 pub use tokens::PrefixHasher;
 
 /// The header Envoy routes on (the Inference Extension's name for it).

@@ -100,11 +100,6 @@ impl Pods {
             .collect()
     }
 
-    /// Blocks known to be cached on replica `i` (for tests).
-    pub fn num_blocks(&self, i: usize) -> usize {
-        lock(&self.state[i]).blocks.len()
-    }
-
     /// Takes a replica out until its next successful probe (it refused a connection).
     pub fn mark_down(&self, i: usize) {
         lock(&self.state[i]).snapshot.ready = false;

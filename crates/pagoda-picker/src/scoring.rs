@@ -28,20 +28,6 @@ impl Default for Weights {
     }
 }
 
-/// The index of the replica to use, or `None` when none is ready: the first of `rank`.
-pub fn choose(
-    pods: &[PodSnapshot],
-    matched: &[usize],
-    num_blocks: usize,
-    mode: Mode,
-    weights: Weights,
-    turn: usize,
-) -> Option<usize> {
-    rank(pods, matched, num_blocks, mode, weights, turn)
-        .first()
-        .copied()
-}
-
 /// The ready replicas, best first. `matched[i]` is the number of the request's leading blocks
 /// replica `i` holds, out of `num_blocks`; `turn` counts requests: round robin starts the
 /// order there, and equal scores keep that rotation, so equal replicas share the load.
@@ -90,6 +76,20 @@ pub fn rank(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The replica `pick` tries first.
+    fn choose(
+        pods: &[PodSnapshot],
+        matched: &[usize],
+        num_blocks: usize,
+        mode: Mode,
+        weights: Weights,
+        turn: usize,
+    ) -> Option<usize> {
+        rank(pods, matched, num_blocks, mode, weights, turn)
+            .first()
+            .copied()
+    }
 
     fn pod(ready: bool, queue: f64, kv_usage: f64) -> PodSnapshot {
         PodSnapshot {
