@@ -13,11 +13,26 @@ use crate::ids::TenantId;
 use crate::limits::{Reservation, Spend};
 use crate::policy::TenantPolicy;
 
-#[derive(Default)]
 pub struct Alerter {
     /// The highest threshold already announced per tenant and period.
     fired: Mutex<HashMap<(TenantId, Period, i64), Decimal>>,
     http: reqwest::Client,
+}
+
+impl Default for Alerter {
+    fn default() -> Self {
+        // Alerts are rare: a fresh connection for each one, because a pooled connection the
+        // receiver has since closed loses the alert when the POST is written into it.
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .timeout(std::time::Duration::from_secs(10))
+            .build()
+            .unwrap_or_default();
+        Self {
+            fired: Mutex::default(),
+            http,
+        }
+    }
 }
 
 impl Alerter {
