@@ -21,9 +21,25 @@ pub enum LoadFormat {
     Dummy,
 }
 
+/// How a GGUF file's Q4_0 and Q5_0 blocks are held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QuantRepack {
+    /// Widened to Q8_0 where the kernels have no AVX-512 (there unpacking nibbles costs more
+    /// than reading the wider blocks), the file's blocks otherwise.
+    #[default]
+    Auto,
+    /// The file's blocks, read from its map.
+    Off,
+    /// Always widened to Q8_0: the same values (and products, bit for bit) in 1.5x (Q5_0)
+    /// or 1.9x (Q4_0) the bytes.
+    Q8_0,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct LoadOptions {
     pub format: LoadFormat,
+    /// GGUF files only.
+    pub repack: QuantRepack,
     /// The dtype weights are held in; `None` keeps the checkpoint's (`torch_dtype` for dummy
     /// weights, f32 if it names none).
     pub dtype: Option<WeightDtype>,
@@ -84,6 +100,19 @@ fn load_gguf(path: &Path, options: &LoadOptions) -> Result<(CausalLm, WeightDtyp
     }
     let file = Arc::new(GgufFile::open(path)?);
     let config = config_from_gguf(&file)?;
-    let weights = GgufWeights::new(file, &config);
-    Ok((CausalLm::load(&config, &weights)?, weights.dtype()))
+    let widen = match options.repack {
+        QuantRepack::Auto => crate::kernels::isa() != crate::kernels::Isa::Avx512,
+        QuantRepack::Off => false,
+        QuantRepack::Q8_0 => true,
+    };
+    let weights = GgufWeights::new(file, &config, widen);
+    let model = CausalLm::load(&config, &weights)?;
+    if weights.widened_bytes() > 0 {
+        tracing::info!(
+            mib = weights.widened_bytes() >> 20,
+            "Q4_0/Q5_0 weights widened to Q8_0 for the {} kernels (--quant-repack off keeps the file's blocks)",
+            crate::kernels::isa()
+        );
+    }
+    Ok((model, weights.dtype()))
 }

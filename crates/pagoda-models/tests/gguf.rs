@@ -8,8 +8,8 @@ use std::path::PathBuf;
 
 use common::*;
 use pagoda_gguf::{GgufFile, TensorType};
-use pagoda_models::loader::{load_config, load_model, LoadOptions};
-use pagoda_models::quant::dequantize_row;
+use pagoda_models::loader::{load_config, load_model, LoadOptions, QuantRepack};
+use pagoda_models::quant::{dequantize_row, QuantBytes, QuantPart};
 use pagoda_models::{ForwardBatch, Isa, KvCacheShape, ModelRunner, WeightDtype};
 
 const FILES: [&str; 4] = [
@@ -64,7 +64,15 @@ fn gguf_cases(file: &str) -> Vec<GgufCase> {
 }
 
 fn gguf_runner(file: &str, num_blocks: usize, isa: Isa) -> ModelRunner {
-    let (model, _) = load_model(&gguf_path(file), &LoadOptions::default()).unwrap();
+    gguf_runner_with(file, num_blocks, isa, QuantRepack::Auto)
+}
+
+fn gguf_runner_with(file: &str, num_blocks: usize, isa: Isa, repack: QuantRepack) -> ModelRunner {
+    let options = LoadOptions {
+        repack,
+        ..Default::default()
+    };
+    let (model, _) = load_model(&gguf_path(file), &options).unwrap();
     let cfg = &model.config;
     let shape = KvCacheShape {
         num_layers: cfg.num_layers,
@@ -120,6 +128,25 @@ fn every_tensor_type_decodes_bit_for_bit_as_the_gguf_package_does() {
                     b.to_bits(),
                     "{name} row {r} value {k}: {a} vs {b}"
                 );
+            }
+        }
+        // Q4_0 and Q5_0 widened to Q8_0 blocks (`--quant-repack`) hold the same values.
+        let part = QuantPart::new(
+            tensor_type,
+            rows,
+            cols,
+            QuantBytes::Owned(std::sync::Arc::new(bytes.to_vec())),
+        )
+        .unwrap();
+        if let Some(wide) = part.widened_to_q8_0() {
+            assert_eq!(wide.tensor_type, TensorType::Q8_0);
+            for r in 0..rows {
+                wide.row_to_f32(r, &mut got);
+                let same = got
+                    .iter()
+                    .zip(&want[r * cols..(r + 1) * cols])
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{name} widened to Q8_0, row {r}");
             }
         }
     }
@@ -190,6 +217,27 @@ fn quantized_logits_are_bitwise_the_same_alone_batched_and_on_every_path() {
     }
 }
 
+/// Widening Q4_0 to Q8_0 costs memory and changes no bit of the logits.
+#[test]
+fn q4_0_widened_to_q8_0_gives_the_same_logits() {
+    let file = "tiny-qwen3-q4_0.gguf";
+    let isa = pagoda_models::kernels::isa();
+    let mut narrow = gguf_runner_with(file, 64, isa, QuantRepack::Off);
+    let mut wide = gguf_runner_with(file, 64, isa, QuantRepack::Q8_0);
+    assert!(wide.model().weight_bytes() > narrow.model().weight_bytes());
+    for (i, case) in gguf_cases(file).iter().enumerate() {
+        let (a, ids_a) = run_alone(&mut narrow, &case.input_ids, 4, i as u64);
+        let (b, ids_b) = run_alone(&mut wide, &case.input_ids, 4, i as u64);
+        assert_eq!(ids_a, ids_b);
+        for (x, y) in a.iter().zip(&b) {
+            assert!(
+                x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits()),
+                "case {i}"
+            );
+        }
+    }
+}
+
 #[test]
 fn gguf_metadata_gives_the_checkpoint_config() {
     let gguf = load_config(&gguf_path("tiny-mistral-q8_0.gguf")).unwrap();
@@ -219,11 +267,11 @@ fn gguf_metadata_gives_the_checkpoint_config() {
 
 #[test]
 fn quantized_weights_stay_quantized_in_memory() {
-    let (model, _) = load_model(
-        &gguf_path("tiny-qwen2-kquants.gguf"),
-        &LoadOptions::default(),
-    )
-    .unwrap();
+    let options = LoadOptions {
+        repack: QuantRepack::Off,
+        ..Default::default()
+    };
+    let (model, _) = load_model(&gguf_path("tiny-qwen2-kquants.gguf"), &options).unwrap();
     let file_bytes = std::fs::metadata(gguf_path("tiny-qwen2-kquants.gguf"))
         .unwrap()
         .len() as usize;

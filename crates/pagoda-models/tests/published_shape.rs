@@ -13,6 +13,7 @@ fn qwen2_5_0_5b_shaped_dummy_model_runs_a_step() {
         format: LoadFormat::Dummy,
         dtype: Some(WeightDtype::BF16),
         seed: 0,
+        ..Default::default()
     };
     let (model, dtype) = load_model(&dir, &options).unwrap();
     assert_eq!(dtype, WeightDtype::BF16);

@@ -1,7 +1,7 @@
 //! Model and engine flags shared by the commands that load a model.
 
 use clap::{Args, ValueEnum};
-use pagoda_models::{KvCacheDtype, LoadFormat, LoadOptions, WeightDtype};
+use pagoda_models::{KvCacheDtype, LoadFormat, LoadOptions, QuantRepack, WeightDtype};
 use pagoda_runtime::EngineConfig;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -19,6 +19,17 @@ pub enum DtypeArg {
     Float32,
     Float16,
     Bfloat16,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum QuantRepackArg {
+    /// Q4_0/Q5_0 widened to Q8_0 on CPUs without AVX-512 (faster there), kept otherwise.
+    Auto,
+    /// The GGUF file's blocks as they are (least memory).
+    Off,
+    /// Q4_0/Q5_0 always widened to Q8_0 (same values, 1.5-1.9x their bytes).
+    #[value(name = "q8_0")]
+    Q8_0,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -55,6 +66,9 @@ pub struct ModelArgs {
     /// Seed of dummy weights.
     #[arg(long, default_value_t = 0)]
     pub dummy_seed: u64,
+    /// How a GGUF file's Q4_0/Q5_0 blocks are held in memory.
+    #[arg(long, value_enum, default_value = "auto", env = "PAGODA_QUANT_REPACK")]
+    pub quant_repack: QuantRepackArg,
     /// KV cache size, e.g. 2GiB, 512MiB or a byte count.
     #[arg(long, default_value = "2GiB", value_parser = pagoda_server::parse_byte_size, env = "PAGODA_KV_CACHE_MEMORY")]
     pub kv_cache_memory: u64,
@@ -88,6 +102,11 @@ impl ModelArgs {
                 DtypeArg::Bfloat16 => Some(WeightDtype::BF16),
             },
             seed: self.dummy_seed,
+            repack: match self.quant_repack {
+                QuantRepackArg::Auto => QuantRepack::Auto,
+                QuantRepackArg::Off => QuantRepack::Off,
+                QuantRepackArg::Q8_0 => QuantRepack::Q8_0,
+            },
         }
     }
 

@@ -3,6 +3,7 @@
 //! with each head's two rotary halves interleaved (llama.cpp's rotary layout): those rows are
 //! put back in Hugging Face order at load, still quantized.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use half::{bf16, f16};
@@ -21,16 +22,27 @@ pub struct GgufWeights {
     file: Arc<GgufFile>,
     /// Heads of q and of k, for llama files (whose q/k rows are interleaved).
     interleaved_heads: Option<(usize, usize)>,
+    /// Q4_0/Q5_0 matrices widened to Q8_0 (`QuantRepack`).
+    widen_to_q8_0: bool,
+    /// Bytes of the widened copies, for the load log.
+    widened_bytes: AtomicUsize,
 }
 
 impl GgufWeights {
-    pub fn new(file: Arc<GgufFile>, config: &ModelConfig) -> GgufWeights {
+    pub fn new(file: Arc<GgufFile>, config: &ModelConfig, widen_to_q8_0: bool) -> GgufWeights {
         let interleaved_heads = matches!(config.architecture, Architecture::Llama)
             .then_some((config.num_heads, config.num_kv_heads));
         GgufWeights {
             file,
             interleaved_heads,
+            widen_to_q8_0,
+            widened_bytes: AtomicUsize::new(0),
         }
+    }
+
+    /// Bytes held in Q4_0/Q5_0 matrices widened to Q8_0 so far.
+    pub fn widened_bytes(&self) -> usize {
+        self.widened_bytes.load(Ordering::Relaxed)
     }
 
     /// The dtype float weights are held in: that of the embeddings when they are float,
@@ -185,6 +197,14 @@ impl WeightSource for GgufWeights {
                 reason,
             }
         })?;
+        let part = match part.widened_to_q8_0().filter(|_| self.widen_to_q8_0) {
+            Some(wide) => {
+                self.widened_bytes
+                    .fetch_add(wide.size_in_bytes(), Ordering::Relaxed);
+                wide
+            }
+            None => part,
+        };
         Ok(WeightMatrix::Quant(QuantMatrix::new(part)))
     }
 }

@@ -400,6 +400,30 @@ mod tests {
     }
 
     #[test]
+    fn q4_0_and_q5_0_widened_to_q8_0_give_the_same_bits() {
+        for tensor_type in [TensorType::Q4_0, TensorType::Q5_0] {
+            let part = random_part(tensor_type, 13, 512, 5);
+            let wide = part.widened_to_q8_0().unwrap();
+            assert_eq!(wide.tensor_type, TensorType::Q8_0);
+            let (narrow, wide) = (QuantMatrix::new(part), QuantMatrix::new(wide));
+            for n in [1, 2, 9] {
+                let x = activations(n * 512, 7);
+                for isa in Isa::supported() {
+                    let mut a = vec![f32::NAN; n * 13];
+                    let mut b = vec![f32::NAN; n * 13];
+                    quant_matmul_with(isa, &narrow, &x, n, &mut a);
+                    quant_matmul_with(isa, &wide, &x, n, &mut b);
+                    let same = a.iter().zip(&b).all(|(p, q)| p.to_bits() == q.to_bits());
+                    assert!(same, "{isa} {tensor_type} n={n}");
+                }
+            }
+        }
+        assert!(random_part(TensorType::Q4K, 2, 256, 1)
+            .widened_to_q8_0()
+            .is_none());
+    }
+
+    #[test]
     fn decoded_weights_match_a_plain_product() {
         let w = QuantMatrix::new(random_part(TensorType::Q5K, 6, 256, 9));
         let x = activations(256, 1);

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use memmap2::Mmap;
 use pagoda_gguf::TensorType;
+use rayon::prelude::*;
 
 use crate::kernels::simd::{Scalar, Simd16};
 use crate::matrix::MatrixData;
@@ -93,6 +94,45 @@ impl QuantPart {
             QuantBytes::Owned(Arc::new(bytes)),
         )
         .expect("a stack's widths are whole chunks (its GGUF parts are)")
+    }
+
+    /// Q4_0 and Q5_0 blocks rewritten as Q8_0 blocks of the same values: the scale kept, each
+    /// value `q - 8` or `q - 16` as a signed byte, so `d * q` is the same f32 and every
+    /// product the same bits. Other types: `None`.
+    pub fn widened_to_q8_0(&self) -> Option<QuantPart> {
+        let (offset, qh_bytes) = match self.tensor_type {
+            TensorType::Q4_0 => (8i8, 0),
+            TensorType::Q5_0 => (16i8, 4),
+            _ => return None,
+        };
+        let (_, block) = self.tensor_type.block().expect("checked in new");
+        let src = self.bytes.as_slice();
+        let mut out = vec![0u8; src.len() / block * 34];
+        out.par_chunks_exact_mut(34)
+            .zip(src.par_chunks_exact(block))
+            .for_each(|(o, b)| {
+                o[..2].copy_from_slice(&b[..2]);
+                let high = if qh_bytes == 4 {
+                    u32::from_le_bytes([b[2], b[3], b[4], b[5]])
+                } else {
+                    0
+                };
+                let qs = &b[2 + qh_bytes..];
+                for (i, v) in o[2..].iter_mut().enumerate() {
+                    let nibble = if i < 16 { qs[i] & 15 } else { qs[i - 16] >> 4 };
+                    let fifth = (((high >> i) & 1) as u8) << 4;
+                    *v = ((nibble | fifth) as i8 - offset) as u8;
+                }
+            });
+        Some(
+            QuantPart::new(
+                TensorType::Q8_0,
+                self.rows,
+                self.cols,
+                QuantBytes::Owned(Arc::new(out)),
+            )
+            .expect("one Q8_0 block per source block"),
+        )
     }
 
     pub fn row_bytes(&self) -> usize {
