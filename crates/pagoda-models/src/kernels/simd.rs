@@ -52,6 +52,28 @@ pub trait Simd16: Copy {
             hi.add_where_bits(word >> 16, 16.0),
         )
     }
+    /// The 32 values of a Q6_K chunk less 32 (small integers, exact in f32): value `i` has
+    /// low bits `(ql[i] >> lo_shift) & 15` and high bits `(qh[i] >> hi_shift) & 3`.
+    #[inline(always)]
+    unsafe fn six_bit_values(
+        ql: *const u8,
+        qh: *const u8,
+        lo_shift: u32,
+        hi_shift: u32,
+    ) -> (Self, Self) {
+        let (sixteen, offset) = (Self::splat(16.0), Self::splat(32.0));
+        let lo = Self::fma(
+            Self::load_u8_bits(qh, hi_shift, 3),
+            sixteen,
+            Self::load_u8_bits(ql, lo_shift, 15),
+        );
+        let hi = Self::fma(
+            Self::load_u8_bits(qh.add(16), hi_shift, 3),
+            sixteen,
+            Self::load_u8_bits(ql.add(16), lo_shift, 15),
+        );
+        (Self::sub(lo, offset), Self::sub(hi, offset))
+    }
     /// `a > b ? a : b` per lane (x86 `max` semantics, NaN included, on every path).
     unsafe fn max(a: Self, b: Self) -> Self;
     /// Rounds to the nearest integer, ties to even.
@@ -295,6 +317,10 @@ mod x86 {
         _mm_set1_epi32, _mm_set1_epi64x, _mm_set1_epi8, _mm_setr_epi8, _mm_shuffle_epi8,
         _mm_srli_epi16, _mm_srli_si128,
     };
+    use std::arch::x86_64::{
+        _mm256_castsi256_si128, _mm256_extracti128_si256, _mm256_or_si256, _mm256_set1_epi8,
+        _mm256_slli_epi16, _mm256_srl_epi16, _mm256_sub_epi8,
+    };
 
     /// Lanes 0-7 and 8-15 in two AVX2 registers.
     #[derive(Clone, Copy)]
@@ -430,6 +456,45 @@ mod x86 {
             (
                 Avx2(widen!(low), widen!(_mm_srli_si128::<8>(low))),
                 Avx2(widen!(high), widen!(_mm_srli_si128::<8>(high))),
+            )
+        }
+        /// Joined as bytes, then widened once: half the instructions of widening the two
+        /// bit fields apart (Q6_K was a third of AVX2 decode time for a sixth of the bytes).
+        #[inline(always)]
+        unsafe fn six_bit_values(
+            ql: *const u8,
+            qh: *const u8,
+            lo_shift: u32,
+            hi_shift: u32,
+        ) -> (Self, Self) {
+            let low = _mm256_and_si256(
+                _mm256_srl_epi16(
+                    _mm256_loadu_si256(ql as *const __m256i),
+                    _mm_cvtsi32_si128(lo_shift as i32),
+                ),
+                _mm256_set1_epi8(15),
+            );
+            let high = _mm256_and_si256(
+                _mm256_srl_epi16(
+                    _mm256_loadu_si256(qh as *const __m256i),
+                    _mm_cvtsi32_si128(hi_shift as i32),
+                ),
+                _mm256_set1_epi8(3),
+            );
+            // Each byte below 64, so the 16-bit shift moves no bit across bytes.
+            let q = _mm256_sub_epi8(
+                _mm256_or_si256(low, _mm256_slli_epi16::<4>(high)),
+                _mm256_set1_epi8(32),
+            );
+            let (first, second) = (_mm256_castsi256_si128(q), _mm256_extracti128_si256::<1>(q));
+            macro_rules! widen {
+                ($v:expr) => {
+                    _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32($v))
+                };
+            }
+            (
+                Avx2(widen!(first), widen!(_mm_srli_si128::<8>(first))),
+                Avx2(widen!(second), widen!(_mm_srli_si128::<8>(second))),
             )
         }
         #[inline(always)]

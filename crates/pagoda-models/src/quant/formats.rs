@@ -247,22 +247,9 @@ impl Format for Q6K {
         let scales = b.add(192) as *const i8;
         let d = f16_at::<S>(b.add(208));
         let (lo_shift, hi_shift) = (4 * (r as u32 / 2), 2 * r as u32);
-        let (sixteen, offset) = (S::splat(16.0), S::splat(32.0));
-        let lo = S::fma(
-            S::load_u8_bits(qh, hi_shift, 3),
-            sixteen,
-            S::load_u8_bits(ql, lo_shift, 15),
-        );
-        let hi = S::fma(
-            S::load_u8_bits(qh.add(16), hi_shift, 3),
-            sixteen,
-            S::load_u8_bits(ql.add(16), lo_shift, 15),
-        );
+        let (lo, hi) = S::six_bit_values(ql, qh, lo_shift, hi_shift);
         let scale_lo = S::mul(d, S::splat(f32::from(*scales.add(2 * g))));
         let scale_hi = S::mul(d, S::splat(f32::from(*scales.add(2 * g + 1))));
-        (
-            S::mul(scale_lo, S::sub(lo, offset)),
-            S::mul(scale_hi, S::sub(hi, offset)),
-        )
+        (S::mul(scale_lo, lo), S::mul(scale_hi, hi))
     }
 }
