@@ -197,7 +197,12 @@ impl WeightSource for GgufWeights {
                 reason,
             }
         })?;
-        let part = match part.widened_to_q8_0().filter(|_| self.widen_to_q8_0) {
+        let widened = if self.widen_to_q8_0 {
+            part.widened_to_q8_0()
+        } else {
+            None
+        };
+        let part = match widened {
             Some(wide) => {
                 self.widened_bytes
                     .fetch_add(wide.size_in_bytes(), Ordering::Relaxed);
