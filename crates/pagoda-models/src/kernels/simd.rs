@@ -52,6 +52,14 @@ pub trait Simd16: Copy {
             hi.add_where_bits(word >> 16, 16.0),
         )
     }
+    /// `(byte >> shift) & 15` of the 32 bytes at `p`, as f32: a Q4_K chunk's values.
+    #[inline(always)]
+    unsafe fn nibbles32(p: *const u8, shift: u32) -> (Self, Self) {
+        (
+            Self::load_u8_bits(p, shift, 15),
+            Self::load_u8_bits(p.add(16), shift, 15),
+        )
+    }
     /// The 32 values of a Q6_K chunk less 32 (small integers, exact in f32): value `i` has
     /// low bits `(ql[i] >> lo_shift) & 15` and high bits `(qh[i] >> hi_shift) & 3`.
     #[inline(always)]
@@ -456,6 +464,27 @@ mod x86 {
             (
                 Avx2(widen!(low), widen!(_mm_srli_si128::<8>(low))),
                 Avx2(widen!(high), widen!(_mm_srli_si128::<8>(high))),
+            )
+        }
+        /// Masked as bytes, then widened: one shift and one mask for 32 values.
+        #[inline(always)]
+        unsafe fn nibbles32(p: *const u8, shift: u32) -> (Self, Self) {
+            let q = _mm256_and_si256(
+                _mm256_srl_epi16(
+                    _mm256_loadu_si256(p as *const __m256i),
+                    _mm_cvtsi32_si128(shift as i32),
+                ),
+                _mm256_set1_epi8(15),
+            );
+            let (first, second) = (_mm256_castsi256_si128(q), _mm256_extracti128_si256::<1>(q));
+            macro_rules! widen {
+                ($v:expr) => {
+                    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32($v))
+                };
+            }
+            (
+                Avx2(widen!(first), widen!(_mm_srli_si128::<8>(first))),
+                Avx2(widen!(second), widen!(_mm_srli_si128::<8>(second))),
             )
         }
         /// Joined as bytes, then widened once: half the instructions of widening the two

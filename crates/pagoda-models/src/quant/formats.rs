@@ -189,9 +189,7 @@ impl Format for Q4K {
         let scale = S::mul(f16_at::<S>(b), S::splat(sc));
         let min = S::mul(f16_at::<S>(b.add(2)), S::splat(m));
         let qs = b.add(16 + (j / 2) * 32);
-        let shift = 4 * (j as u32 % 2);
-        let lo = S::load_u8_bits(qs, shift, 15);
-        let hi = S::load_u8_bits(qs.add(16), shift, 15);
+        let (lo, hi) = S::nibbles32(qs, 4 * (j as u32 % 2));
         (
             S::sub(S::mul(scale, lo), min),
             S::sub(S::mul(scale, hi), min),
