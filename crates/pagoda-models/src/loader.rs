@@ -35,11 +35,23 @@ pub enum QuantRepack {
     Q8_0,
 }
 
+/// How a GGUF file's quantized weights are multiplied (`kernels::quant_int`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QuantDot {
+    /// Blocks decoded to f32, bitwise the values the file holds, times f32 activations.
+    #[default]
+    Exact,
+    /// Activations quantized to 8 bits per 32 values, products summed in integers.
+    Int8,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct LoadOptions {
     pub format: LoadFormat,
     /// GGUF files only.
     pub repack: QuantRepack,
+    /// GGUF files only.
+    pub quant_dot: QuantDot,
     /// The dtype weights are held in; `None` keeps the checkpoint's (`torch_dtype` for dummy
     /// weights, f32 if it names none).
     pub dtype: Option<WeightDtype>,
@@ -100,12 +112,14 @@ fn load_gguf(path: &Path, options: &LoadOptions) -> Result<(CausalLm, WeightDtyp
     }
     let file = Arc::new(GgufFile::open(path)?);
     let config = config_from_gguf(&file)?;
+    let int_dot = options.quant_dot == QuantDot::Int8;
     let widen = match options.repack {
-        QuantRepack::Auto => crate::kernels::isa() != crate::kernels::Isa::Avx512,
+        // Integer products read Q4_0/Q5_0 bytes as cheaply as Q8_0's.
+        QuantRepack::Auto => !int_dot && crate::kernels::isa() != crate::kernels::Isa::Avx512,
         QuantRepack::Off => false,
         QuantRepack::Q8_0 => true,
     };
-    let weights = GgufWeights::new(file, &config, widen);
+    let weights = GgufWeights::new(file, &config, widen, int_dot);
     let model = CausalLm::load(&config, &weights)?;
     if weights.widened_bytes() > 0 {
         tracing::info!(

@@ -1,7 +1,7 @@
 //! Model and engine flags shared by the commands that load a model.
 
 use clap::{Args, ValueEnum};
-use pagoda_models::{KvCacheDtype, LoadFormat, LoadOptions, QuantRepack, WeightDtype};
+use pagoda_models::{KvCacheDtype, LoadFormat, LoadOptions, QuantDot, QuantRepack, WeightDtype};
 use pagoda_runtime::EngineConfig;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -30,6 +30,15 @@ pub enum QuantRepackArg {
     /// Q4_0/Q5_0 always widened to Q8_0 (same values, 1.5-1.9x their bytes).
     #[value(name = "q8_0")]
     Q8_0,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum QuantDotArg {
+    /// The file's weights decoded to f32 and multiplied by f32 activations.
+    Exact,
+    /// Activations quantized to 8 bits per 32 values and multiplied in integers, as
+    /// llama.cpp does: faster decode, slower prefill, logits a little further from exact.
+    Int8,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -69,6 +78,9 @@ pub struct ModelArgs {
     /// How a GGUF file's Q4_0/Q5_0 blocks are held in memory.
     #[arg(long, value_enum, default_value = "auto", env = "PAGODA_QUANT_REPACK")]
     pub quant_repack: QuantRepackArg,
+    /// How a GGUF file's quantized weights are multiplied.
+    #[arg(long, value_enum, default_value = "exact", env = "PAGODA_QUANT_DOT")]
+    pub quant_dot: QuantDotArg,
     /// KV cache size, e.g. 2GiB, 512MiB or a byte count.
     #[arg(long, default_value = "2GiB", value_parser = pagoda_server::parse_byte_size, env = "PAGODA_KV_CACHE_MEMORY")]
     pub kv_cache_memory: u64,
@@ -106,6 +118,10 @@ impl ModelArgs {
                 QuantRepackArg::Auto => QuantRepack::Auto,
                 QuantRepackArg::Off => QuantRepack::Off,
                 QuantRepackArg::Q8_0 => QuantRepack::Q8_0,
+            },
+            quant_dot: match self.quant_dot {
+                QuantDotArg::Exact => QuantDot::Exact,
+                QuantDotArg::Int8 => QuantDot::Int8,
             },
         }
     }

@@ -26,10 +26,17 @@ pub struct GgufWeights {
     widen_to_q8_0: bool,
     /// Bytes of the widened copies, for the load log.
     widened_bytes: AtomicUsize,
+    /// Quantized matrices multiplied in integers (`QuantDot::Int8`).
+    int_dot: bool,
 }
 
 impl GgufWeights {
-    pub fn new(file: Arc<GgufFile>, config: &ModelConfig, widen_to_q8_0: bool) -> GgufWeights {
+    pub fn new(
+        file: Arc<GgufFile>,
+        config: &ModelConfig,
+        widen_to_q8_0: bool,
+        int_dot: bool,
+    ) -> GgufWeights {
         let interleaved_heads = matches!(config.architecture, Architecture::Llama)
             .then_some((config.num_heads, config.num_kv_heads));
         GgufWeights {
@@ -37,6 +44,7 @@ impl GgufWeights {
             interleaved_heads,
             widen_to_q8_0,
             widened_bytes: AtomicUsize::new(0),
+            int_dot,
         }
     }
 
@@ -210,7 +218,9 @@ impl WeightSource for GgufWeights {
             }
             None => part,
         };
-        Ok(WeightMatrix::Quant(QuantMatrix::new(part)))
+        Ok(WeightMatrix::Quant(QuantMatrix::new(
+            part.with_int_dot(self.int_dot),
+        )))
     }
 }
 

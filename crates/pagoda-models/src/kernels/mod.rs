@@ -8,6 +8,8 @@ mod dot;
 mod isa;
 mod matmul;
 mod paged_attention;
+mod quant_int;
+mod quant_int_prefill;
 mod quant_matmul;
 mod quant_prefill;
 pub(crate) mod simd;

@@ -11,6 +11,7 @@
 use rayon::prelude::*;
 
 use super::isa::Isa;
+use super::quant_int::{int_rows_task, QuantizedActs};
 use super::matmul::OutPtr;
 use super::quant_prefill::{group_size, prefill_task};
 use super::simd::{multiversion, prefetch, Simd16, LANES};
@@ -55,10 +56,18 @@ pub fn quant_matmul_with(isa: Isa, w: &QuantMatrix, x: &[f32], n: usize, out: &m
         stride: w.rows,
     };
     let tasks = plan(w, rayon::current_num_threads());
+    let acts = w
+        .parts
+        .iter()
+        .any(|p| p.int_dot)
+        .then(|| QuantizedActs::new(x, n, w.cols));
     let out = OutPtr(out.as_mut_ptr());
     tasks.into_par_iter().for_each(|task| {
         let part = &w.parts[task.part];
-        run_task(isa, part, call, x, task, out);
+        match &acts {
+            Some(acts) if part.int_dot => run_int_task(isa, part, call, acts, task, out),
+            _ => run_task(isa, part, call, x, task, out),
+        }
     });
 }
 
@@ -113,6 +122,35 @@ fn run_task(isa: Isa, part: &QuantPart, call: Call, x: &[f32], task: Task, out: 
         TensorType::Q5K => run!(Q5K),
         TensorType::Q6K => run!(Q6K),
         TensorType::Other(_) => unreachable!("QuantPart::new admits only supported types"),
+    }
+}
+
+fn run_int_task(
+    isa: Isa,
+    part: &QuantPart,
+    call: Call,
+    acts: &QuantizedActs,
+    task: Task,
+    out: OutPtr,
+) {
+    let bytes = part.bytes.as_slice();
+    let row_bytes = part.row_bytes();
+    let rows = &bytes[task.first_row * row_bytes..(task.first_row + task.num_rows) * row_bytes];
+    macro_rules! run {
+        ($F:ty) => {
+            int_rows_task::<$F>(isa, rows, row_bytes, call, acts, task, out)
+        };
+    }
+    match part.tensor_type {
+        TensorType::Q8_0 => run!(Q8_0),
+        TensorType::Q4_0 => run!(Q4_0),
+        TensorType::Q4_1 => run!(Q4_1),
+        TensorType::Q5_0 => run!(Q5_0),
+        TensorType::Q5_1 => run!(Q5_1),
+        TensorType::Q4K => run!(Q4K),
+        TensorType::Q5K => run!(Q5K),
+        TensorType::Q6K => run!(Q6K),
+        other => unreachable!("QuantPart::with_int_dot admits no {other}"),
     }
 }
 
@@ -357,6 +395,87 @@ mod tests {
                     for &n in token_counts {
                         let x = activations(n * cols, n as u32);
                         let want = reference(&w, &x, n);
+                        for isa in Isa::supported() {
+                            let mut got = vec![f32::NAN; n * rows];
+                            quant_matmul_with(isa, &w, &x, n, &mut got);
+                            let same = got
+                                .iter()
+                                .zip(&want)
+                                .all(|(a, b)| a.to_bits() == b.to_bits());
+                            assert!(same, "{isa} {tensor_type} {rows}x{cols} n={n}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The integer definition in f64: every chunk's dot product of the decoded weights with
+    /// the activations' 8-bit values times their `dx`. The kernels differ from it only by the
+    /// f32 rounding of scale products and of their 16 chains.
+    fn int_reference(w: &QuantMatrix, x: &[f32], n: usize) -> Vec<f64> {
+        let mut row = vec![0.0; w.cols];
+        let mut out = vec![0.0; n * w.rows];
+        for r in 0..w.rows {
+            w.row_to_f32(r, &mut row);
+            for t in 0..n {
+                let xs = &x[t * w.cols..(t + 1) * w.cols];
+                let mut sum = 0.0f64;
+                for (wc, xc) in row.chunks(32).zip(xs.chunks(32)) {
+                    let amax = xc.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+                    let dx = amax / 127.0;
+                    for (a, b) in wc.iter().zip(xc) {
+                        let q = if amax == 0.0 {
+                            0.0
+                        } else {
+                            (b * (127.0 / amax)).round_ties_even()
+                        };
+                        sum += *a as f64 * q as f64 * dx as f64;
+                    }
+                }
+                out[t * w.rows + r] = sum;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn integer_products_are_the_same_bits_on_every_path_and_batch_and_near_their_definition() {
+        // An odd chunk count (224 = 7 chunks) as well as even ones.
+        let cases = [
+            (224, [3, 9].as_slice(), [1, 2, 5].as_slice()),
+            (512, &[1, 5, 37], &[1, 2, 3, 4, 9]),
+            (1280, &[7, 66], &[1, 3, 7]),
+        ];
+        for tensor_type in TYPES {
+            if !QuantPart::has_int_dot(tensor_type) {
+                continue;
+            }
+            for (cols, row_counts, token_counts) in cases {
+                if cols % tensor_type.block().unwrap().0 != 0 {
+                    continue;
+                }
+                for &rows in row_counts {
+                    let part = random_part(tensor_type, rows, cols, rows as u64).with_int_dot(true);
+                    assert!(part.int_dot);
+                    let w = QuantMatrix::new(part);
+                    for &n in token_counts {
+                        let x = activations(n * cols, n as u32);
+                        let mut want = vec![f32::NAN; n * rows];
+                        quant_matmul_with(Isa::Scalar, &w, &x, n, &mut want);
+                        let exact = int_reference(&w, &x, n);
+                        for (i, (g, e)) in want.iter().zip(&exact).enumerate() {
+                            let scale: f64 = 1e-5 * (cols as f64).sqrt();
+                            assert!(
+                                (*g as f64 - e).abs() <= scale * (1.0 + e.abs()),
+                                "{tensor_type} {rows}x{cols} n={n} output {i}: {g} vs {e}"
+                            );
+                        }
+                        // Each token alone gives the bits it gets in the batch.
+                        let (t, mut alone) = (n - 1, vec![f32::NAN; rows]);
+                        quant_matmul_with(Isa::Scalar, &w, &x[t * cols..], 1, &mut alone);
+                        assert!(alone.iter().zip(&want[t * rows..]).all(|(a, b)| a.to_bits() == b.to_bits()),
+                            "{tensor_type} alone vs batched n={n}");
                         for isa in Isa::supported() {
                             let mut got = vec![f32::NAN; n * rows];
                             quant_matmul_with(isa, &w, &x, n, &mut got);

@@ -82,6 +82,32 @@ pub trait Simd16: Copy {
         );
         (Self::sub(lo, offset), Self::sub(hi, offset))
     }
+    /// 32 bytes in registers: a chunk of quantized weights before its integer products.
+    type Bytes: Copy;
+    /// Two chunks of weights ready for `dot_pair` (their magnitudes and signs, on x86).
+    type Pair: Copy;
+    unsafe fn bytes_load(p: *const u8) -> Self::Bytes;
+    /// The 16 bytes at `p`: their low nibbles (bytes 0-15), then their high ones (16-31).
+    unsafe fn bytes_nibbles16(p: *const u8) -> Self::Bytes;
+    /// `(b >> shift) & mask` per byte.
+    unsafe fn bytes_bits(b: Self::Bytes, shift: u32, mask: u8) -> Self::Bytes;
+    /// `low | (high << 4)` per byte (`high < 16`).
+    unsafe fn bytes_join(low: Self::Bytes, high: Self::Bytes) -> Self::Bytes;
+    /// `b - v` per byte, wrapping (values become signed).
+    unsafe fn bytes_sub(b: Self::Bytes, v: u8) -> Self::Bytes;
+    /// `v` in byte `i` where bit `i` of `word` is set, 0 elsewhere.
+    unsafe fn bytes_where_bits(word: u32, v: u8) -> Self::Bytes;
+    unsafe fn bytes_zero() -> Self::Bytes;
+    /// Chunks `w0` and `w1` (signed bytes) for `dot_pair`.
+    unsafe fn pair(w0: Self::Bytes, w1: Self::Bytes) -> Self::Pair;
+    /// Lane `8 h + l`: the exact integer `sum(w_h[i] * x[32 h + i])` over `i` in
+    /// `4 l..4 l + 4`, as f32. `x` holds 64 signed bytes in -127..=127 (no product or pair
+    /// sum can overflow: `|w| <= 128`).
+    unsafe fn dot_pair(w: Self::Pair, x: *const i8) -> Self;
+    /// One f16 (its bits) as f32.
+    unsafe fn f16_to_f32(bits: u16) -> f32;
+    /// Lanes 0-3 `a`, 4-7 `b`, 8-11 `c`, 12-15 `d`.
+    unsafe fn quads(a: f32, b: f32, c: f32, d: f32) -> Self;
     /// `a > b ? a : b` per lane (x86 `max` semantics, NaN included, on every path).
     unsafe fn max(a: Self, b: Self) -> Self;
     /// Rounds to the nearest integer, ties to even.
@@ -270,6 +296,65 @@ impl Simd16 for Scalar {
             ((i32::from(*p.add(l)) >> shift) & mask) as f32
         }))
     }
+    type Bytes = [u8; 32];
+    type Pair = ([u8; 32], [u8; 32]);
+    #[inline(always)]
+    unsafe fn bytes_load(p: *const u8) -> Self::Bytes {
+        std::ptr::read_unaligned(p as *const [u8; 32])
+    }
+    #[inline(always)]
+    unsafe fn bytes_nibbles16(p: *const u8) -> Self::Bytes {
+        std::array::from_fn(|i| {
+            if i < 16 {
+                *p.add(i) & 15
+            } else {
+                *p.add(i - 16) >> 4
+            }
+        })
+    }
+    #[inline(always)]
+    unsafe fn bytes_bits(b: Self::Bytes, shift: u32, mask: u8) -> Self::Bytes {
+        b.map(|v| (v >> shift) & mask)
+    }
+    #[inline(always)]
+    unsafe fn bytes_join(low: Self::Bytes, high: Self::Bytes) -> Self::Bytes {
+        std::array::from_fn(|i| low[i] | (high[i] << 4))
+    }
+    #[inline(always)]
+    unsafe fn bytes_sub(b: Self::Bytes, v: u8) -> Self::Bytes {
+        b.map(|x| x.wrapping_sub(v))
+    }
+    #[inline(always)]
+    unsafe fn bytes_where_bits(word: u32, v: u8) -> Self::Bytes {
+        std::array::from_fn(|i| if (word >> i) & 1 == 1 { v } else { 0 })
+    }
+    #[inline(always)]
+    unsafe fn bytes_zero() -> Self::Bytes {
+        [0; 32]
+    }
+    #[inline(always)]
+    unsafe fn pair(w0: Self::Bytes, w1: Self::Bytes) -> Self::Pair {
+        (w0, w1)
+    }
+    #[inline(always)]
+    unsafe fn dot_pair(w: Self::Pair, x: *const i8) -> Self {
+        Scalar(std::array::from_fn(|lane| {
+            let (h, l) = (lane / 8, lane % 8);
+            let ws = if h == 0 { &w.0 } else { &w.1 };
+            let sum: i32 = (4 * l..4 * l + 4)
+                .map(|i| i32::from(ws[i] as i8) * i32::from(*x.add(32 * h + i)))
+                .sum();
+            sum as f32
+        }))
+    }
+    #[inline(always)]
+    unsafe fn f16_to_f32(bits: u16) -> f32 {
+        f16::from_bits(bits).to_f32()
+    }
+    #[inline(always)]
+    unsafe fn quads(a: f32, b: f32, c: f32, d: f32) -> Self {
+        Scalar(std::array::from_fn(|l| [a, b, c, d][l / 4]))
+    }
     #[inline(always)]
     unsafe fn max(a: Self, b: Self) -> Self {
         Scalar(std::array::from_fn(|l| {
@@ -329,6 +414,63 @@ mod x86 {
         _mm256_castsi256_si128, _mm256_extracti128_si256, _mm256_or_si256, _mm256_set1_epi8,
         _mm256_slli_epi16, _mm256_srl_epi16, _mm256_sub_epi8,
     };
+    use std::arch::x86_64::{
+        __m512i, __mmask64, _mm256_abs_epi8, _mm256_madd_epi16, _mm256_maddubs_epi16,
+        _mm256_maskz_set1_epi8, _mm256_setr_ps, _mm256_setzero_si256, _mm256_sign_epi8,
+        _mm512_abs_epi8, _mm512_castsi256_si512, _mm512_inserti64x4, _mm512_loadu_si512,
+        _mm512_madd_epi16, _mm512_maddubs_epi16, _mm512_mask_sub_epi8, _mm512_movepi8_mask,
+        _mm512_set1_epi16, _mm512_setr_ps, _mm512_setzero_si512, _mm_cvtph_ps, _mm_cvtss_f32,
+    };
+
+    /// Byte operations on 32 bytes shared by both x86 paths (AVX2 instructions).
+    mod bytes {
+        use std::arch::x86_64::{
+            __m256i, _mm256_and_si256, _mm256_cmpeq_epi8, _mm256_inserti128_si256,
+            _mm256_loadu_si256, _mm256_or_si256, _mm256_set1_epi32, _mm256_set1_epi64x,
+            _mm256_set1_epi8, _mm256_setr_epi8, _mm256_shuffle_epi8, _mm256_slli_epi16,
+            _mm256_srl_epi16, _mm256_castsi128_si256, _mm_cvtsi32_si128, _mm_loadu_si128,
+            _mm_srli_epi16, __m128i,
+        };
+
+        #[inline(always)]
+        pub unsafe fn load(p: *const u8) -> __m256i {
+            _mm256_loadu_si256(p as *const __m256i)
+        }
+        #[inline(always)]
+        pub unsafe fn nibbles16(p: *const u8) -> __m256i {
+            let b = _mm_loadu_si128(p as *const __m128i);
+            let both = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(b), _mm_srli_epi16::<4>(b));
+            _mm256_and_si256(both, _mm256_set1_epi8(15))
+        }
+        #[inline(always)]
+        pub unsafe fn bits(b: __m256i, shift: u32, mask: u8) -> __m256i {
+            _mm256_and_si256(
+                _mm256_srl_epi16(b, _mm_cvtsi32_si128(shift as i32)),
+                _mm256_set1_epi8(mask as i8),
+            )
+        }
+        #[inline(always)]
+        pub unsafe fn join(low: __m256i, high: __m256i) -> __m256i {
+            // Each byte of `high` below 16: the 16-bit shift moves no bit across bytes.
+            _mm256_or_si256(low, _mm256_slli_epi16::<4>(high))
+        }
+        /// Byte `i` repeats byte `i / 8` of the word; `bit` picks bit `i % 8`.
+        #[inline(always)]
+        pub unsafe fn where_bits(word: u32, v: u8) -> __m256i {
+            let spread = _mm256_shuffle_epi8(
+                _mm256_set1_epi32(word as i32),
+                _mm256_setr_epi8(
+                    0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3,
+                    3, 3, 3, 3, 3,
+                ),
+            );
+            let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+            _mm256_and_si256(
+                _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit),
+                _mm256_set1_epi8(v as i8),
+            )
+        }
+    }
 
     /// Lanes 0-7 and 8-15 in two AVX2 registers.
     #[derive(Clone, Copy)]
@@ -537,6 +679,67 @@ mod x86 {
                 _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srl_epi32(hi, count), mask)),
             )
         }
+        type Bytes = __m256i;
+        /// Magnitudes and signed values of both chunks.
+        type Pair = [__m256i; 4];
+        #[inline(always)]
+        unsafe fn bytes_load(p: *const u8) -> __m256i {
+            bytes::load(p)
+        }
+        #[inline(always)]
+        unsafe fn bytes_nibbles16(p: *const u8) -> __m256i {
+            bytes::nibbles16(p)
+        }
+        #[inline(always)]
+        unsafe fn bytes_bits(b: __m256i, shift: u32, mask: u8) -> __m256i {
+            bytes::bits(b, shift, mask)
+        }
+        #[inline(always)]
+        unsafe fn bytes_join(low: __m256i, high: __m256i) -> __m256i {
+            bytes::join(low, high)
+        }
+        #[inline(always)]
+        unsafe fn bytes_sub(b: __m256i, v: u8) -> __m256i {
+            _mm256_sub_epi8(b, _mm256_set1_epi8(v as i8))
+        }
+        #[inline(always)]
+        unsafe fn bytes_where_bits(word: u32, v: u8) -> __m256i {
+            bytes::where_bits(word, v)
+        }
+        #[inline(always)]
+        unsafe fn bytes_zero() -> __m256i {
+            _mm256_setzero_si256()
+        }
+        #[inline(always)]
+        unsafe fn pair(w0: __m256i, w1: __m256i) -> Self::Pair {
+            [_mm256_abs_epi8(w0), w0, _mm256_abs_epi8(w1), w1]
+        }
+        /// Magnitudes of the weights times the activations carrying the weights' signs
+        /// (`vpmaddubsw` multiplies unsigned by signed bytes), pairs summed to 16 bits, then
+        /// fours to 32.
+        #[inline(always)]
+        unsafe fn dot_pair(w: Self::Pair, x: *const i8) -> Self {
+            let ones = _mm256_set1_epi16(1);
+            macro_rules! dot {
+                ($abs:expr, $w:expr, $x:expr) => {{
+                    let x = _mm256_loadu_si256($x as *const __m256i);
+                    let products = _mm256_maddubs_epi16($abs, _mm256_sign_epi8(x, $w));
+                    _mm256_cvtepi32_ps(_mm256_madd_epi16(products, ones))
+                }};
+            }
+            Avx2(dot!(w[0], w[1], x), dot!(w[2], w[3], x.add(32)))
+        }
+        #[inline(always)]
+        unsafe fn f16_to_f32(bits: u16) -> f32 {
+            _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
+        }
+        #[inline(always)]
+        unsafe fn quads(a: f32, b: f32, c: f32, d: f32) -> Self {
+            Avx2(
+                _mm256_setr_ps(a, a, a, a, b, b, b, b),
+                _mm256_setr_ps(c, c, c, c, d, d, d, d),
+            )
+        }
         #[inline(always)]
         unsafe fn max(a: Self, b: Self) -> Self {
             Avx2(_mm256_max_ps(a.0, b.0), _mm256_max_ps(a.1, b.1))
@@ -648,6 +851,62 @@ mod x86 {
                 bits,
                 _mm512_set1_epi32(mask),
             )))
+        }
+        type Bytes = __m256i;
+        type Pair = (__m512i, __mmask64);
+        #[inline(always)]
+        unsafe fn bytes_load(p: *const u8) -> __m256i {
+            bytes::load(p)
+        }
+        #[inline(always)]
+        unsafe fn bytes_nibbles16(p: *const u8) -> __m256i {
+            bytes::nibbles16(p)
+        }
+        #[inline(always)]
+        unsafe fn bytes_bits(b: __m256i, shift: u32, mask: u8) -> __m256i {
+            bytes::bits(b, shift, mask)
+        }
+        #[inline(always)]
+        unsafe fn bytes_join(low: __m256i, high: __m256i) -> __m256i {
+            bytes::join(low, high)
+        }
+        #[inline(always)]
+        unsafe fn bytes_sub(b: __m256i, v: u8) -> __m256i {
+            _mm256_sub_epi8(b, _mm256_set1_epi8(v as i8))
+        }
+        #[inline(always)]
+        unsafe fn bytes_where_bits(word: u32, v: u8) -> __m256i {
+            _mm256_maskz_set1_epi8(word, v as i8)
+        }
+        #[inline(always)]
+        unsafe fn bytes_zero() -> __m256i {
+            _mm256_setzero_si256()
+        }
+        /// Both chunks in one register: magnitudes, and a mask of the negative weights.
+        #[inline(always)]
+        unsafe fn pair(w0: __m256i, w1: __m256i) -> Self::Pair {
+            let w = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(w0), w1);
+            (_mm512_abs_epi8(w), _mm512_movepi8_mask(w))
+        }
+        #[inline(always)]
+        unsafe fn dot_pair(w: Self::Pair, x: *const i8) -> Self {
+            let x = _mm512_loadu_si512(x as *const _);
+            let signed = _mm512_mask_sub_epi8(x, w.1, _mm512_setzero_si512(), x);
+            let products = _mm512_maddubs_epi16(w.0, signed);
+            Avx512(_mm512_cvtepi32_ps(_mm512_madd_epi16(
+                products,
+                _mm512_set1_epi16(1),
+            )))
+        }
+        #[inline(always)]
+        unsafe fn f16_to_f32(bits: u16) -> f32 {
+            _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
+        }
+        #[inline(always)]
+        unsafe fn quads(a: f32, b: f32, c: f32, d: f32) -> Self {
+            Avx512(_mm512_setr_ps(
+                a, a, a, a, b, b, b, b, c, c, c, c, d, d, d, d,
+            ))
         }
         #[inline(always)]
         unsafe fn max(a: Self, b: Self) -> Self {

@@ -251,3 +251,152 @@ impl Format for Q6K {
         (S::mul(scale_lo, lo), S::mul(scale_hi, hi))
     }
 }
+
+/// A chunk of 32 values as integers: value `i` is `scale * q[i] + offset`, `scale` being
+/// `scale_lo` for values 0-15 and `scale_hi` for 16-31 (Q6_K's sub-blocks of 16).
+pub struct IntChunk<B> {
+    pub q: B,
+    pub scale_lo: f32,
+    pub scale_hi: f32,
+    pub offset: f32,
+}
+
+/// Formats whose chunks are small integers times a scale (plus an offset): the kernels can
+/// multiply them by 8-bit activations in integers (`kernels::quant_int`).
+pub trait IntFormat: Format {
+    /// Values carry an offset (`d * q + m`, `(d * sc) * q - dmin * m`).
+    const OFFSET: bool;
+    /// Chunk `chunk` of the row at `row`; `q` as signed bytes.
+    ///
+    /// # Safety
+    /// As `Format::decode32`.
+    unsafe fn chunk_i8<S: Simd16>(row: *const u8, chunk: usize) -> IntChunk<S::Bytes>;
+}
+
+#[inline(always)]
+unsafe fn f16_scalar<S: Simd16>(p: *const u8) -> f32 {
+    S::f16_to_f32(u16::from_le_bytes([*p, *p.add(1)]))
+}
+
+/// A chunk with one scale and no offset.
+#[inline(always)]
+fn scaled<B>(q: B, scale: f32) -> IntChunk<B> {
+    IntChunk {
+        q,
+        scale_lo: scale,
+        scale_hi: scale,
+        offset: 0.0,
+    }
+}
+
+impl IntFormat for Q8_0 {
+    const OFFSET: bool = false;
+    #[inline(always)]
+    unsafe fn chunk_i8<S: Simd16>(row: *const u8, chunk: usize) -> IntChunk<S::Bytes> {
+        let b = row.add(chunk * Self::BYTES);
+        scaled(S::bytes_load(b.add(2)), f16_scalar::<S>(b))
+    }
+}
+
+impl IntFormat for Q4_0 {
+    const OFFSET: bool = false;
+    #[inline(always)]
+    unsafe fn chunk_i8<S: Simd16>(row: *const u8, chunk: usize) -> IntChunk<S::Bytes> {
+        let b = row.add(chunk * Self::BYTES);
+        let q = S::bytes_sub(S::bytes_nibbles16(b.add(2)), 8);
+        scaled(q, f16_scalar::<S>(b))
+    }
+}
+
+impl IntFormat for Q5_0 {
+    const OFFSET: bool = false;
+    #[inline(always)]
+    unsafe fn chunk_i8<S: Simd16>(row: *const u8, chunk: usize) -> IntChunk<S::Bytes> {
+        let b = row.add(chunk * Self::BYTES);
+        let word = u32::from_le_bytes([*b.add(2), *b.add(3), *b.add(4), *b.add(5)]);
+        let q = S::bytes_join(S::bytes_nibbles16(b.add(6)), S::bytes_where_bits(word, 1));
+        scaled(S::bytes_sub(q, 16), f16_scalar::<S>(b))
+    }
+}
+
+impl IntFormat for Q4_1 {
+    const OFFSET: bool = true;
+    #[inline(always)]
+    unsafe fn chunk_i8<S: Simd16>(row: *const u8, chunk: usize) -> IntChunk<S::Bytes> {
+        let b = row.add(chunk * Self::BYTES);
+        IntChunk {
+            offset: f16_scalar::<S>(b.add(2)),
+            ..scaled(S::bytes_nibbles16(b.add(4)), f16_scalar::<S>(b))
+        }
+    }
+}
+
+impl IntFormat for Q5_1 {
+    const OFFSET: bool = true;
+    #[inline(always)]
+    unsafe fn chunk_i8<S: Simd16>(row: *const u8, chunk: usize) -> IntChunk<S::Bytes> {
+        let b = row.add(chunk * Self::BYTES);
+        let word = u32::from_le_bytes([*b.add(4), *b.add(5), *b.add(6), *b.add(7)]);
+        let q = S::bytes_join(S::bytes_nibbles16(b.add(8)), S::bytes_where_bits(word, 1));
+        IntChunk {
+            offset: f16_scalar::<S>(b.add(2)),
+            ..scaled(q, f16_scalar::<S>(b))
+        }
+    }
+}
+
+/// Scale `d * sc` and offset `-(dmin * m)` of Q4_K/Q5_K sub-block `j` (the f32 operations of
+/// `decode32`).
+#[inline(always)]
+unsafe fn k_scale_offset<S: Simd16>(b: *const u8, j: usize) -> (f32, f32) {
+    let (sc, m) = scale_min(b.add(4), j);
+    (f16_scalar::<S>(b) * sc, -(f16_scalar::<S>(b.add(2)) * m))
+}
+
+impl IntFormat for Q4K {
+    const OFFSET: bool = true;
+    #[inline(always)]
+    unsafe fn chunk_i8<S: Simd16>(row: *const u8, chunk: usize) -> IntChunk<S::Bytes> {
+        let (b, j) = (row.add((chunk / 8) * Self::BYTES), chunk % 8);
+        let (scale, offset) = k_scale_offset::<S>(b, j);
+        let qs = S::bytes_load(b.add(16 + (j / 2) * 32));
+        IntChunk {
+            offset,
+            ..scaled(S::bytes_bits(qs, 4 * (j as u32 % 2), 15), scale)
+        }
+    }
+}
+
+impl IntFormat for Q5K {
+    const OFFSET: bool = true;
+    #[inline(always)]
+    unsafe fn chunk_i8<S: Simd16>(row: *const u8, chunk: usize) -> IntChunk<S::Bytes> {
+        let (b, j) = (row.add((chunk / 8) * Self::BYTES), chunk % 8);
+        let (scale, offset) = k_scale_offset::<S>(b, j);
+        let low = S::bytes_bits(S::bytes_load(b.add(48 + (j / 2) * 32)), 4 * (j as u32 % 2), 15);
+        let high = S::bytes_bits(S::bytes_load(b.add(16)), j as u32, 1);
+        IntChunk {
+            offset,
+            ..scaled(S::bytes_join(low, high), scale)
+        }
+    }
+}
+
+impl IntFormat for Q6K {
+    const OFFSET: bool = false;
+    #[inline(always)]
+    unsafe fn chunk_i8<S: Simd16>(row: *const u8, chunk: usize) -> IntChunk<S::Bytes> {
+        let (b, g) = (row.add((chunk / 8) * Self::BYTES), chunk % 8);
+        let (h, r) = (g / 4, g % 4);
+        let low = S::bytes_bits(S::bytes_load(b.add(h * 64 + (r % 2) * 32)), 4 * (r as u32 / 2), 15);
+        let high = S::bytes_bits(S::bytes_load(b.add(128 + h * 32)), 2 * r as u32, 3);
+        let scales = b.add(192) as *const i8;
+        let d = f16_scalar::<S>(b.add(208));
+        IntChunk {
+            q: S::bytes_sub(S::bytes_join(low, high), 32),
+            scale_lo: d * f32::from(*scales.add(2 * g)),
+            scale_hi: d * f32::from(*scales.add(2 * g + 1)),
+            offset: 0.0,
+        }
+    }
+}

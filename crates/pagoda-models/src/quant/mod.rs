@@ -50,6 +50,9 @@ pub struct QuantPart {
     pub rows: usize,
     pub cols: usize,
     pub bytes: QuantBytes,
+    /// Multiplied in integers by 8-bit activations (`kernels::quant_int`) rather than decoded
+    /// to f32: set by `with_int_dot` for the types that have integer kernels.
+    pub int_dot: bool,
 }
 
 impl QuantPart {
@@ -77,7 +80,21 @@ impl QuantPart {
             rows,
             cols,
             bytes,
+            int_dot: false,
         })
+    }
+
+    /// Integer products on (for the block types that have them: every quantized type) or off.
+    pub fn with_int_dot(mut self, on: bool) -> QuantPart {
+        self.int_dot = on && Self::has_int_dot(self.tensor_type);
+        self
+    }
+
+    pub fn has_int_dot(tensor_type: TensorType) -> bool {
+        !matches!(
+            tensor_type,
+            TensorType::F32 | TensorType::F16 | TensorType::BF16 | TensorType::Other(_)
+        )
     }
 
     /// A packed float matrix back in rows (when it is stacked with GGUF blocks).
