@@ -79,12 +79,7 @@ fn gguf_runner_with(file: &str, num_blocks: usize, isa: Isa, repack: QuantRepack
     gguf_runner_from(file, num_blocks, isa, &options)
 }
 
-fn gguf_runner_from(
-    file: &str,
-    num_blocks: usize,
-    isa: Isa,
-    options: &LoadOptions,
-) -> ModelRunner {
+fn gguf_runner_from(file: &str, num_blocks: usize, isa: Isa, options: &LoadOptions) -> ModelRunner {
     let (model, _) = load_model(&gguf_path(file), options).unwrap();
     let cfg = &model.config;
     let shape = KvCacheShape {
@@ -261,9 +256,20 @@ fn int8_products_stay_near_transformers() {
             worst = worst.max(diff);
             assert!(diff < BOUND, "{file} case {i}: max |diff| {diff}");
             // Integer products really ran: the logits differ from the exact ones.
-            assert!(max_abs_diff(&logits[0], &exact_logits[0]) > 0.0, "{file} case {i}");
-            let agreed = case.margins.iter().take_while(|m| **m > 2.0 * BOUND).count();
-            assert_eq!(generated[..agreed], case.greedy_ids[..agreed], "{file} case {i}");
+            assert!(
+                max_abs_diff(&logits[0], &exact_logits[0]) > 0.0,
+                "{file} case {i}"
+            );
+            let agreed = case
+                .margins
+                .iter()
+                .take_while(|m| **m > 2.0 * BOUND)
+                .count();
+            assert_eq!(
+                generated[..agreed],
+                case.greedy_ids[..agreed],
+                "{file} case {i}"
+            );
         }
     }
     eprintln!("int8: worst max |diff| from transformers {worst}");

@@ -34,7 +34,10 @@ impl QuantizedActs {
     /// `round_ties_even(x * (127 / amax))` (0 when `amax` is 0); a chunk holding a NaN or an
     /// infinity gets `dx = NaN`, so the outputs it reaches are NaN as in float products.
     pub fn new(x: &[f32], n: usize, cols: usize) -> QuantizedActs {
-        assert!(cols.is_multiple_of(32) && x.len() == n * cols, "activation shape");
+        assert!(
+            cols.is_multiple_of(32) && x.len() == n * cols,
+            "activation shape"
+        );
         let pairs = (cols / 32).div_ceil(2);
         let mut acts = QuantizedActs {
             q: vec![0; n * 64 * pairs],
@@ -87,7 +90,12 @@ fn quantize_chunk(x: &[f32], q: &mut [i8]) -> (f32, [f32; 8]) {
     for (o, v) in q.iter_mut().zip(x) {
         *o = (((v * inverse) + ROUND) - ROUND).clamp(-127.0, 127.0) as i8;
     }
-    let sums = std::array::from_fn(|l| q[4 * l..4 * l + 4].iter().map(|&v| i32::from(v)).sum::<i32>() as f32);
+    let sums = std::array::from_fn(|l| {
+        q[4 * l..4 * l + 4]
+            .iter()
+            .map(|&v| i32::from(v))
+            .sum::<i32>() as f32
+    });
     (amax / 127.0, sums)
 }
 
@@ -109,7 +117,11 @@ pub(super) fn int_rows_task<F: IntFormat>(
     out: OutPtr,
 ) {
     assert!(rows.len() == task.num_rows * row_bytes && acts.q.len() == call.n * 64 * acts.pairs);
-    assert_eq!(acts.pairs, (call.cols / 32).div_ceil(2), "activations of another width");
+    assert_eq!(
+        acts.pairs,
+        (call.cols / 32).div_ceil(2),
+        "activations of another width"
+    );
     if call.n > DECODE_TOKENS {
         super::quant_int_prefill::int_prefill_task::<F>(isa, rows, row_bytes, call, acts, task, out)
     } else {
@@ -185,7 +197,8 @@ unsafe fn tile_kernel<S: Simd16, F: IntFormat, const R: usize, const T: usize>(
 ) {
     let mut acc = [[S::zero(); R]; T];
     let chunks = call.cols / 32;
-    let tokens: [(*const i8, *const f32, *const f32); T] = std::array::from_fn(|j| acts.token(t + j));
+    let tokens: [(*const i8, *const f32, *const f32); T] =
+        std::array::from_fn(|j| acts.token(t + j));
     let tile_bytes = R * tile.row_bytes;
     let ahead_step = tile_bytes.div_ceil(chunks.div_ceil(2)).next_multiple_of(64);
     for p in 0..chunks / 2 {
@@ -246,14 +259,30 @@ unsafe fn pair_step<S: Simd16, F: IntFormat, const R: usize, const T: usize>(
 ) {
     for i in 0..R {
         let (w, scale, offset) = decode_pair::<S, F>(tile.rows.add(i * tile.row_bytes), p, second);
-        for (j, &(xq, xd, xs)) in tokens.iter().enumerate() {
-            let dx = S::load(xd.add(16 * p));
-            let isum = S::dot_pair(w, xq.add(64 * p));
-            acc[j][i] = S::fma(S::mul(scale, dx), isum, acc[j][i]);
-            if F::OFFSET {
-                let xsum = S::load(xs.add(16 * p));
-                acc[j][i] = S::fma(S::mul(offset, dx), xsum, acc[j][i]);
-            }
+        for (row, &token) in acc.iter_mut().zip(tokens) {
+            row[i] = accumulate::<S, F>(row[i], w, scale, offset, token, p);
         }
+    }
+}
+
+/// One output's chains after pair `p` of one token: the definition's step, shared by the
+/// decode and the prefill tiles.
+#[inline(always)]
+pub(super) unsafe fn accumulate<S: Simd16, F: IntFormat>(
+    acc: S,
+    w: S::Pair,
+    scale: S,
+    offset: S,
+    (xq, xd, xs): (*const i8, *const f32, *const f32),
+    p: usize,
+) -> S {
+    let dx = S::load(xd.add(16 * p));
+    let isum = S::dot_pair(w, xq.add(64 * p));
+    let acc = S::fma(S::mul(scale, dx), isum, acc);
+    if F::OFFSET {
+        let xsum = S::load(xs.add(16 * p));
+        S::fma(S::mul(offset, dx), xsum, acc)
+    } else {
+        acc
     }
 }

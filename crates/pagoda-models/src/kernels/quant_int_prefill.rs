@@ -8,7 +8,7 @@
 use std::cell::RefCell;
 
 use super::matmul::OutPtr;
-use super::quant_int::{decode_pair, QuantizedActs};
+use super::quant_int::{accumulate, decode_pair, QuantizedActs};
 use super::quant_matmul::{reduce_lanes, Call, Task};
 use super::quant_prefill::group_size;
 use super::simd::{multiversion, Simd16, LANES};
@@ -77,8 +77,12 @@ pub(super) fn int_prefill_task<F: IntFormat>(
     // target features.
     SCRATCH.with(|scratch| {
         let scratch = &mut *scratch.borrow_mut();
-        scratch.decoded.resize(task.num_rows * PAIRS * MAX_LINES, Line([0.0; LANES]));
-        scratch.acc.resize(TOKEN_BLOCK * task.num_rows, Line([0.0; LANES]));
+        scratch
+            .decoded
+            .resize(task.num_rows * PAIRS * MAX_LINES, Line([0.0; LANES]));
+        scratch
+            .acc
+            .resize(TOKEN_BLOCK * task.num_rows, Line([0.0; LANES]));
         int_prefill_on::<F>(isa, rows, row_bytes, call, acts, task, out, scratch)
     })
 }
@@ -119,7 +123,8 @@ unsafe fn prefill<S: Simd16, F: IntFormat>(
                     for h in 0..block_pairs {
                         let p = p0 + h;
                         let (w, scale, offset) = decode_pair::<S, F>(row, p, 2 * p + 1 < chunks);
-                        let at = (decoded as *mut Line).add(r * stride + h * lines) as *mut Decoded<S>;
+                        let at =
+                            (decoded as *mut Line).add(r * stride + h * lines) as *mut Decoded<S>;
                         at.write(Decoded { w, scale, offset });
                     }
                 }
@@ -221,16 +226,10 @@ unsafe fn tile<S: Simd16, F: IntFormat, const R: usize, const T: usize, const FI
             let at = b.decoded.add((r + i) * b.stride + h * lines) as *const Decoded<S>;
             v.write(at.read());
         }
-        for (j, &(xq, xd, xs)) in tokens.iter().enumerate() {
-            let dx = S::load(xd.add(16 * p));
-            for (i, v) in d.iter().enumerate() {
+        for (row, &token) in acc.iter_mut().zip(&tokens) {
+            for (a, v) in row.iter_mut().zip(&d) {
                 let v = v.assume_init_ref();
-                let isum = S::dot_pair(v.w, xq.add(64 * p));
-                acc[j][i] = S::fma(S::mul(v.scale, dx), isum, acc[j][i]);
-                if F::OFFSET {
-                    let xsum = S::load(xs.add(16 * p));
-                    acc[j][i] = S::fma(S::mul(v.offset, dx), xsum, acc[j][i]);
-                }
+                *a = accumulate::<S, F>(*a, v.w, v.scale, v.offset, token, p);
             }
         }
     }

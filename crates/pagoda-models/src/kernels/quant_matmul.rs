@@ -11,8 +11,8 @@
 use rayon::prelude::*;
 
 use super::isa::Isa;
-use super::quant_int::{int_rows_task, QuantizedActs};
 use super::matmul::OutPtr;
+use super::quant_int::{int_rows_task, QuantizedActs};
 use super::quant_prefill::{group_size, prefill_task};
 use super::simd::{multiversion, prefetch, Simd16, LANES};
 use crate::quant::formats::{
@@ -474,8 +474,13 @@ mod tests {
                         // Each token alone gives the bits it gets in the batch.
                         let (t, mut alone) = (n - 1, vec![f32::NAN; rows]);
                         quant_matmul_with(Isa::Scalar, &w, &x[t * cols..], 1, &mut alone);
-                        assert!(alone.iter().zip(&want[t * rows..]).all(|(a, b)| a.to_bits() == b.to_bits()),
-                            "{tensor_type} alone vs batched n={n}");
+                        assert!(
+                            alone
+                                .iter()
+                                .zip(&want[t * rows..])
+                                .all(|(a, b)| a.to_bits() == b.to_bits()),
+                            "{tensor_type} alone vs batched n={n}"
+                        );
                         for isa in Isa::supported() {
                             let mut got = vec![f32::NAN; n * rows];
                             quant_matmul_with(isa, &w, &x, n, &mut got);

@@ -401,6 +401,13 @@ mod x86 {
         _MM_FROUND_TO_NEAREST_INT,
     };
     use std::arch::x86_64::{
+        __m512i, __mmask64, _mm256_abs_epi8, _mm256_madd_epi16, _mm256_maddubs_epi16,
+        _mm256_maskz_set1_epi8, _mm256_setr_ps, _mm256_setzero_si256, _mm256_sign_epi8,
+        _mm512_abs_epi8, _mm512_castsi256_si512, _mm512_inserti64x4, _mm512_loadu_si512,
+        _mm512_madd_epi16, _mm512_maddubs_epi16, _mm512_mask_sub_epi8, _mm512_movepi8_mask,
+        _mm512_set1_epi16, _mm512_setr_ps, _mm512_setzero_si512, _mm_cvtph_ps, _mm_cvtss_f32,
+    };
+    use std::arch::x86_64::{
         _mm256_and_si256, _mm256_blendv_ps, _mm256_cvtepi32_ps, _mm256_cvtepi8_epi32,
         _mm256_cvtepu8_epi32, _mm256_div_ps, _mm256_set1_epi16, _mm256_setr_epi32,
         _mm256_srl_epi32, _mm256_srli_epi32, _mm256_srlv_epi32, _mm256_sub_ps, _mm512_and_si512,
@@ -414,22 +421,15 @@ mod x86 {
         _mm256_castsi256_si128, _mm256_extracti128_si256, _mm256_or_si256, _mm256_set1_epi8,
         _mm256_slli_epi16, _mm256_srl_epi16, _mm256_sub_epi8,
     };
-    use std::arch::x86_64::{
-        __m512i, __mmask64, _mm256_abs_epi8, _mm256_madd_epi16, _mm256_maddubs_epi16,
-        _mm256_maskz_set1_epi8, _mm256_setr_ps, _mm256_setzero_si256, _mm256_sign_epi8,
-        _mm512_abs_epi8, _mm512_castsi256_si512, _mm512_inserti64x4, _mm512_loadu_si512,
-        _mm512_madd_epi16, _mm512_maddubs_epi16, _mm512_mask_sub_epi8, _mm512_movepi8_mask,
-        _mm512_set1_epi16, _mm512_setr_ps, _mm512_setzero_si512, _mm_cvtph_ps, _mm_cvtss_f32,
-    };
 
     /// Byte operations on 32 bytes shared by both x86 paths (AVX2 instructions).
     mod bytes {
         use std::arch::x86_64::{
-            __m256i, _mm256_and_si256, _mm256_cmpeq_epi8, _mm256_inserti128_si256,
-            _mm256_loadu_si256, _mm256_or_si256, _mm256_set1_epi32, _mm256_set1_epi64x,
-            _mm256_set1_epi8, _mm256_setr_epi8, _mm256_shuffle_epi8, _mm256_slli_epi16,
-            _mm256_srl_epi16, _mm256_castsi128_si256, _mm_cvtsi32_si128, _mm_loadu_si128,
-            _mm_srli_epi16, __m128i,
+            __m128i, __m256i, _mm256_and_si256, _mm256_castsi128_si256, _mm256_cmpeq_epi8,
+            _mm256_inserti128_si256, _mm256_loadu_si256, _mm256_or_si256, _mm256_set1_epi32,
+            _mm256_set1_epi64x, _mm256_set1_epi8, _mm256_setr_epi8, _mm256_shuffle_epi8,
+            _mm256_slli_epi16, _mm256_srl_epi16, _mm_cvtsi32_si128, _mm_loadu_si128,
+            _mm_srli_epi16,
         };
 
         #[inline(always)]
@@ -439,7 +439,8 @@ mod x86 {
         #[inline(always)]
         pub unsafe fn nibbles16(p: *const u8) -> __m256i {
             let b = _mm_loadu_si128(p as *const __m128i);
-            let both = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(b), _mm_srli_epi16::<4>(b));
+            let both =
+                _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(b), _mm_srli_epi16::<4>(b));
             _mm256_and_si256(both, _mm256_set1_epi8(15))
         }
         #[inline(always)]
@@ -460,8 +461,8 @@ mod x86 {
             let spread = _mm256_shuffle_epi8(
                 _mm256_set1_epi32(word as i32),
                 _mm256_setr_epi8(
-                    0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3,
-                    3, 3, 3, 3, 3,
+                    0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                    3, 3, 3, 3, 3, 3,
                 ),
             );
             let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);

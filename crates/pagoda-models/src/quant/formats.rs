@@ -373,7 +373,11 @@ impl IntFormat for Q5K {
     unsafe fn chunk_i8<S: Simd16>(row: *const u8, chunk: usize) -> IntChunk<S::Bytes> {
         let (b, j) = (row.add((chunk / 8) * Self::BYTES), chunk % 8);
         let (scale, offset) = k_scale_offset::<S>(b, j);
-        let low = S::bytes_bits(S::bytes_load(b.add(48 + (j / 2) * 32)), 4 * (j as u32 % 2), 15);
+        let low = S::bytes_bits(
+            S::bytes_load(b.add(48 + (j / 2) * 32)),
+            4 * (j as u32 % 2),
+            15,
+        );
         let high = S::bytes_bits(S::bytes_load(b.add(16)), j as u32, 1);
         IntChunk {
             offset,
@@ -388,7 +392,11 @@ impl IntFormat for Q6K {
     unsafe fn chunk_i8<S: Simd16>(row: *const u8, chunk: usize) -> IntChunk<S::Bytes> {
         let (b, g) = (row.add((chunk / 8) * Self::BYTES), chunk % 8);
         let (h, r) = (g / 4, g % 4);
-        let low = S::bytes_bits(S::bytes_load(b.add(h * 64 + (r % 2) * 32)), 4 * (r as u32 / 2), 15);
+        let low = S::bytes_bits(
+            S::bytes_load(b.add(h * 64 + (r % 2) * 32)),
+            4 * (r as u32 / 2),
+            15,
+        );
         let high = S::bytes_bits(S::bytes_load(b.add(128 + h * 32)), 2 * r as u32, 3);
         let scales = b.add(192) as *const i8;
         let d = f16_scalar::<S>(b.add(208));
