@@ -199,3 +199,30 @@ fn every_kernel_path_generates_the_same_tokens() {
         assert_eq!(run(isa.name()), want, "{isa}");
     }
 }
+
+/// `--quant-dot int8` is taken by the CLI and gives the same tokens on every kernel path
+/// (that it changes the logits is checked in pagoda-models' gguf tests).
+#[test]
+fn int8_products_generate_the_same_tokens_on_every_kernel_path() {
+    let model = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/gguf/tiny-qwen2-kquants.gguf");
+    let run = |isa: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_pagoda"))
+            .env("PAGODA_KERNELS", isa)
+            .args(["generate", "--model"])
+            .arg(&model)
+            .args(["--quant-dot", "int8", "--prompt", "The old pagoda stood"])
+            .args(["--max-tokens", "8", "--temperature", "0", "--json"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{isa}: {stderr}");
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        json["token_ids"].clone()
+    };
+    let want = run("scalar");
+    assert_eq!(want.as_array().map(Vec::len), Some(8));
+    for isa in pagoda_models::Isa::supported() {
+        assert_eq!(run(isa.name()), want, "{isa}");
+    }
+}

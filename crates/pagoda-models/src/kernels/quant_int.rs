@@ -286,3 +286,40 @@ pub(super) unsafe fn accumulate<S: Simd16, F: IntFormat>(
         acc
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn activations_quantize_per_chunk_with_ties_to_even_and_nan_kept() {
+        let mut x = vec![0.0f32; 96];
+        // Chunk 0: amax 127 so values are themselves; 2.5 and -3.5 are ties.
+        x[0] = 127.0;
+        x[1] = 2.5;
+        x[2] = -3.5;
+        x[3] = -127.0;
+        // Chunk 1 all zero; chunk 2 holds a NaN.
+        x[64] = 1.0;
+        x[65] = f32::NAN;
+        let acts = QuantizedActs::new(&x, 1, 96);
+        assert_eq!(acts.pairs, 2);
+        assert_eq!(&acts.q[..4], &[127, 2, -4, -127]);
+        assert_eq!(acts.scales[0], 1.0);
+        assert_eq!(acts.sums[0], (127 + 2 - 4 - 127) as f32);
+        assert!(acts.q[32..64].iter().all(|&q| q == 0) && acts.scales[8] == 0.0);
+        assert!(acts.scales[16].is_nan());
+        // The padding chunk of the second pair is zero.
+        assert!(acts.q[96..].iter().all(|&q| q == 0) && acts.scales[24] == 0.0);
+    }
+
+    #[test]
+    fn quantized_values_stay_within_127() {
+        let x: Vec<f32> = (0..64)
+            .map(|i| ((i * 7919) % 1000) as f32 / 3.3 - 150.0)
+            .collect();
+        let acts = QuantizedActs::new(&x, 2, 32);
+        assert!(acts.q.iter().all(|&q| (-127..=127).contains(&q)));
+        assert!(acts.q.contains(&127) || acts.q.contains(&-127));
+    }
+}
