@@ -176,16 +176,23 @@ fn a_bad_kernel_path_is_one_error_line() {
     );
 }
 
-/// Every kernel path this CPU has, forced through the environment, generates the same tokens.
-#[test]
-fn every_kernel_path_generates_the_same_tokens() {
+/// Greedy tokens of `pagoda generate --json` on `model` with `extra` flags, on every kernel
+/// path this CPU has (forced through the environment): all the same, `max_tokens` of them.
+fn same_tokens_on_every_kernel_path(model: &Path, extra: &[&str], max_tokens: usize) {
     let run = |isa: &str| {
         let out = Command::new(env!("CARGO_BIN_EXE_pagoda"))
             .env("PAGODA_KERNELS", isa)
             .args(["generate", "--model"])
-            .arg(fixture("tiny-qwen2"))
-            .args(["--prompt", "The old pagoda stood", "--max-tokens", "12"])
-            .args(["--temperature", "0", "--json"])
+            .arg(model)
+            .args([
+                "--prompt",
+                "The old pagoda stood",
+                "--temperature",
+                "0",
+                "--json",
+            ])
+            .args(["--max-tokens", &max_tokens.to_string()])
+            .args(extra)
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -194,10 +201,15 @@ fn every_kernel_path_generates_the_same_tokens() {
         json["token_ids"].clone()
     };
     let want = run("scalar");
-    assert_eq!(want.as_array().map(Vec::len), Some(12));
+    assert_eq!(want.as_array().map(Vec::len), Some(max_tokens));
     for isa in pagoda_models::Isa::supported() {
-        assert_eq!(run(isa.name()), want, "{isa}");
+        assert_eq!(run(isa.name()), want, "{isa} {extra:?}");
     }
+}
+
+#[test]
+fn every_kernel_path_generates_the_same_tokens() {
+    same_tokens_on_every_kernel_path(&fixture("tiny-qwen2"), &[], 12);
 }
 
 /// `--quant-dot int8` is taken by the CLI and gives the same tokens on every kernel path
@@ -206,23 +218,5 @@ fn every_kernel_path_generates_the_same_tokens() {
 fn int8_products_generate_the_same_tokens_on_every_kernel_path() {
     let model = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../testdata/gguf/tiny-qwen2-kquants.gguf");
-    let run = |isa: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_pagoda"))
-            .env("PAGODA_KERNELS", isa)
-            .args(["generate", "--model"])
-            .arg(&model)
-            .args(["--quant-dot", "int8", "--prompt", "The old pagoda stood"])
-            .args(["--max-tokens", "8", "--temperature", "0", "--json"])
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "{isa}: {stderr}");
-        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        json["token_ids"].clone()
-    };
-    let want = run("scalar");
-    assert_eq!(want.as_array().map(Vec::len), Some(8));
-    for isa in pagoda_models::Isa::supported() {
-        assert_eq!(run(isa.name()), want, "{isa}");
-    }
+    same_tokens_on_every_kernel_path(&model, &["--quant-dot", "int8"], 8);
 }

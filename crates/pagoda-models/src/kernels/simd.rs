@@ -473,6 +473,41 @@ mod x86 {
         }
     }
 
+    /// The byte operations both x86 paths share (AVX2 instructions on 32 bytes), and the
+    /// scalar f16 widening.
+    macro_rules! bytes_ops {
+        () => {
+            #[inline(always)]
+            unsafe fn bytes_load(p: *const u8) -> __m256i {
+                bytes::load(p)
+            }
+            #[inline(always)]
+            unsafe fn bytes_nibbles16(p: *const u8) -> __m256i {
+                bytes::nibbles16(p)
+            }
+            #[inline(always)]
+            unsafe fn bytes_bits(b: __m256i, shift: u32, mask: u8) -> __m256i {
+                bytes::bits(b, shift, mask)
+            }
+            #[inline(always)]
+            unsafe fn bytes_join(low: __m256i, high: __m256i) -> __m256i {
+                bytes::join(low, high)
+            }
+            #[inline(always)]
+            unsafe fn bytes_sub(b: __m256i, v: u8) -> __m256i {
+                _mm256_sub_epi8(b, _mm256_set1_epi8(v as i8))
+            }
+            #[inline(always)]
+            unsafe fn bytes_zero() -> __m256i {
+                _mm256_setzero_si256()
+            }
+            #[inline(always)]
+            unsafe fn f16_to_f32(bits: u16) -> f32 {
+                _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
+            }
+        };
+    }
+
     /// Lanes 0-7 and 8-15 in two AVX2 registers.
     #[derive(Clone, Copy)]
     pub struct Avx2(__m256, __m256);
@@ -683,33 +718,10 @@ mod x86 {
         type Bytes = __m256i;
         /// Magnitudes and signed values of both chunks.
         type Pair = [__m256i; 4];
-        #[inline(always)]
-        unsafe fn bytes_load(p: *const u8) -> __m256i {
-            bytes::load(p)
-        }
-        #[inline(always)]
-        unsafe fn bytes_nibbles16(p: *const u8) -> __m256i {
-            bytes::nibbles16(p)
-        }
-        #[inline(always)]
-        unsafe fn bytes_bits(b: __m256i, shift: u32, mask: u8) -> __m256i {
-            bytes::bits(b, shift, mask)
-        }
-        #[inline(always)]
-        unsafe fn bytes_join(low: __m256i, high: __m256i) -> __m256i {
-            bytes::join(low, high)
-        }
-        #[inline(always)]
-        unsafe fn bytes_sub(b: __m256i, v: u8) -> __m256i {
-            _mm256_sub_epi8(b, _mm256_set1_epi8(v as i8))
-        }
+        bytes_ops!();
         #[inline(always)]
         unsafe fn bytes_where_bits(word: u32, v: u8) -> __m256i {
             bytes::where_bits(word, v)
-        }
-        #[inline(always)]
-        unsafe fn bytes_zero() -> __m256i {
-            _mm256_setzero_si256()
         }
         #[inline(always)]
         unsafe fn pair(w0: __m256i, w1: __m256i) -> Self::Pair {
@@ -729,10 +741,6 @@ mod x86 {
                 }};
             }
             Avx2(dot!(w[0], w[1], x), dot!(w[2], w[3], x.add(32)))
-        }
-        #[inline(always)]
-        unsafe fn f16_to_f32(bits: u16) -> f32 {
-            _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
         }
         #[inline(always)]
         unsafe fn quads(a: f32, b: f32, c: f32, d: f32) -> Self {
@@ -855,33 +863,10 @@ mod x86 {
         }
         type Bytes = __m256i;
         type Pair = (__m512i, __mmask64);
-        #[inline(always)]
-        unsafe fn bytes_load(p: *const u8) -> __m256i {
-            bytes::load(p)
-        }
-        #[inline(always)]
-        unsafe fn bytes_nibbles16(p: *const u8) -> __m256i {
-            bytes::nibbles16(p)
-        }
-        #[inline(always)]
-        unsafe fn bytes_bits(b: __m256i, shift: u32, mask: u8) -> __m256i {
-            bytes::bits(b, shift, mask)
-        }
-        #[inline(always)]
-        unsafe fn bytes_join(low: __m256i, high: __m256i) -> __m256i {
-            bytes::join(low, high)
-        }
-        #[inline(always)]
-        unsafe fn bytes_sub(b: __m256i, v: u8) -> __m256i {
-            _mm256_sub_epi8(b, _mm256_set1_epi8(v as i8))
-        }
+        bytes_ops!();
         #[inline(always)]
         unsafe fn bytes_where_bits(word: u32, v: u8) -> __m256i {
             _mm256_maskz_set1_epi8(word, v as i8)
-        }
-        #[inline(always)]
-        unsafe fn bytes_zero() -> __m256i {
-            _mm256_setzero_si256()
         }
         /// Both chunks in one register: magnitudes, and a mask of the negative weights.
         #[inline(always)]
@@ -898,10 +883,6 @@ mod x86 {
                 products,
                 _mm512_set1_epi16(1),
             )))
-        }
-        #[inline(always)]
-        unsafe fn f16_to_f32(bits: u16) -> f32 {
-            _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
         }
         #[inline(always)]
         unsafe fn quads(a: f32, b: f32, c: f32, d: f32) -> Self {
