@@ -14,7 +14,7 @@
 use rayon::prelude::*;
 
 use super::matmul::OutPtr;
-use super::quant_matmul::{reduce_lanes, Call, Task};
+use super::quant_matmul::{reduce_lanes, Call, Task, DECODE_TOKENS};
 use super::quant_prefill::group_size;
 use super::simd::{multiversion, prefetch, Simd16, LANES};
 use crate::quant::formats::{IntChunk, IntFormat};
@@ -102,9 +102,6 @@ fn quantize_chunk(x: &[f32], q: &mut [i8]) -> (f32, [f32; 8]) {
 multiversion!(fn int_task<F: IntFormat>(
     rows: &[u8], row_bytes: usize, call: Call, acts: &QuantizedActs, task: Task, out: OutPtr
 ) = sweep);
-
-/// Up to this many tokens run the decode tiles, which decode weights in registers.
-const DECODE_TOKENS: usize = 3;
 
 /// Multiplies rows `task` of one part (`rows` holds exactly them) by every token.
 pub(super) fn int_rows_task<F: IntFormat>(

@@ -10,18 +10,14 @@ use std::cell::RefCell;
 use super::matmul::OutPtr;
 use super::quant_int::{accumulate, decode_pair, QuantizedActs};
 use super::quant_matmul::{reduce_lanes, Call, Task};
-use super::quant_prefill::group_size;
-use super::simd::{multiversion, Simd16, LANES};
+use super::quant_prefill::{group_size, Line};
+use super::simd::{multiversion, Simd16};
 use crate::quant::formats::IntFormat;
 
 /// Chunk pairs per block (512 values): a 64-row task's decoded block stays in L2.
 const PAIRS: usize = 8;
 /// Tokens per block: their accumulators for 64 rows (256 KiB) stay in L2.
 const TOKEN_BLOCK: usize = 64;
-
-#[derive(Clone, Copy)]
-#[repr(C, align(64))]
-struct Line([f32; LANES]);
 
 pub(super) struct Scratch {
     decoded: Vec<Line>,
@@ -79,10 +75,8 @@ pub(super) fn int_prefill_task<F: IntFormat>(
         let scratch = &mut *scratch.borrow_mut();
         scratch
             .decoded
-            .resize(task.num_rows * PAIRS * MAX_LINES, Line([0.0; LANES]));
-        scratch
-            .acc
-            .resize(TOKEN_BLOCK * task.num_rows, Line([0.0; LANES]));
+            .resize(task.num_rows * PAIRS * MAX_LINES, Line::ZERO);
+        scratch.acc.resize(TOKEN_BLOCK * task.num_rows, Line::ZERO);
         int_prefill_on::<F>(isa, rows, row_bytes, call, acts, task, out, scratch)
     })
 }

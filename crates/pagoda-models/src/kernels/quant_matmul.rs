@@ -22,7 +22,7 @@ use crate::quant::{QuantMatrix, QuantPart};
 use pagoda_gguf::TensorType;
 
 /// Batches up to this many tokens use the decode tiles (more rows, fewer tokens).
-const DECODE_TOKENS: usize = 3;
+pub(super) const DECODE_TOKENS: usize = 3;
 /// Rows per parallel task, at most: enough tasks to balance a few dozen cores, and in
 /// prefill a task's decoded rows and accumulators fit in L2 (`quant_prefill.rs`).
 const ROWS_PER_TASK: usize = 64;
@@ -96,10 +96,18 @@ fn plan(w: &QuantMatrix, threads: usize) -> Vec<Task> {
     tasks
 }
 
-fn run_task(isa: Isa, part: &QuantPart, call: Call, x: &[f32], task: Task, out: OutPtr) {
-    let bytes = part.bytes.as_slice();
+/// The bytes of a task's rows, and the bytes per row.
+fn task_rows(part: &QuantPart, task: Task) -> (&[u8], usize) {
     let row_bytes = part.row_bytes();
-    let rows = &bytes[task.first_row * row_bytes..(task.first_row + task.num_rows) * row_bytes];
+    let start = task.first_row * row_bytes;
+    (
+        &part.bytes.as_slice()[start..start + task.num_rows * row_bytes],
+        row_bytes,
+    )
+}
+
+fn run_task(isa: Isa, part: &QuantPart, call: Call, x: &[f32], task: Task, out: OutPtr) {
+    let (rows, row_bytes) = task_rows(part, task);
     macro_rules! run {
         ($F:ty) => {
             if call.n > DECODE_TOKENS {
@@ -133,9 +141,7 @@ fn run_int_task(
     task: Task,
     out: OutPtr,
 ) {
-    let bytes = part.bytes.as_slice();
-    let row_bytes = part.row_bytes();
-    let rows = &bytes[task.first_row * row_bytes..(task.first_row + task.num_rows) * row_bytes];
+    let (rows, row_bytes) = task_rows(part, task);
     macro_rules! run {
         ($F:ty) => {
             int_rows_task::<$F>(isa, rows, row_bytes, call, acts, task, out)

@@ -26,10 +26,10 @@ const TOKEN_BLOCK: usize = 64;
 /// One vector, aligned so that no load splits a cache line.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
-struct Line([f32; LANES]);
+pub(super) struct Line(pub(super) [f32; LANES]);
 
 impl Line {
-    const ZERO: Line = Line([0.0; LANES]);
+    pub(super) const ZERO: Line = Line([0.0; LANES]);
 }
 
 /// Per-thread buffers (a fresh 400 KiB per task would be mapped and faulted in each time).
