@@ -1,32 +1,51 @@
-//! Integer products for GGUF blocks: activations quantized to 8 bits per token and block of
-//! 32 (`QuantizedActs`), multiplied by the blocks' small integers in integer registers, the
-//! sums scaled in f32 (what llama.cpp does; several times fewer instructions per weight than
-//! widening every weight to f32).
+//! Integer products for GGUF blocks: activations quantized to 8 bits per token and chunk of
+//! 32 (`QuantizedActs`), multiplied by the blocks' small integers in integer registers, each
+//! chunk's total scaled once in f32 (what llama.cpp does; several times fewer instructions
+//! per weight than widening every weight to f32).
 //!
 //! The definition, on every path and for any number of tokens: per output, sixteen chains;
-//! chain `8 (c % 2) + l` takes chunk `c`'s `fma(scale * dx, isum_l, acc)` (then, for formats
-//! with an offset, `fma(offset * dx, xsum_l, acc)`), where `isum_l` is the exact integer sum
-//! of weights times activations over values `4 l..4 l + 4` of the chunk and `xsum_l` that of
-//! the activations; then the fixed tree of `reduce_lanes`. A chunk count that is odd ends
-//! with a zero term in chains 8-15. Decode and prefill run the same tiles, so a token's
-//! outputs are the same bits alone or batched.
+//! for each group of 16 chunks, chain `k` takes chunk `c = 16 g + k`'s
+//! `fma(scale_c * dx_c, isum_c, acc)` (then, for formats with an offset,
+//! `fma(offset_c * dx_c, xsum_c, acc)`), where `isum_c` is the exact integer
+//! `sum(f(i) * q[i] * x[i])` over the chunk (`IntFormat`) and `xsum_c` that of its
+//! activations; chunks past the row's end are zero terms; then the fixed tree of
+//! `reduce_lanes`. Decode sums each chunk in registers; prefill (`quant_int_prefill.rs`)
+//! multiplies rows laid out four bytes per chunk, so one vector holds 16 chunks' sums.
+//! Integer sums are exact in any order, so a token's outputs are the same bits alone or
+//! batched, on every path.
 
 use rayon::prelude::*;
 
 use super::matmul::OutPtr;
-use super::quant_matmul::{reduce_lanes, Call, Task, DECODE_TOKENS};
+use super::quant_matmul::{Call, Task, DECODE_TOKENS};
 use super::quant_prefill::group_size;
-use super::simd::{multiversion, prefetch, Simd16, LANES};
-use crate::quant::formats::{IntChunk, IntFormat};
+use super::simd::{multiversion, prefetch, Simd16};
+use crate::quant::formats::IntFormat;
 
-/// Activations as 8-bit integers: per token, `64 * pairs` bytes (chunks padded to an even
-/// count with zeros) and, per pair of chunks, 16 lanes of scales (`dx` of the first chunk in
-/// lanes 0-7, of the second in 8-15) and 16 lanes of sums of four values.
+/// Chunks of 32 values per group: one lane each.
+pub(super) const GROUP: usize = 16;
+/// Bytes of one token's activations per group.
+pub(super) const GROUP_BYTES: usize = 32 * GROUP;
+
+/// Activations as 8-bit integers, per token and group of 16 chunks (zeros past the end):
+/// the bytes in order (`q`) and four bytes of each chunk at a time (`wide`: bytes
+/// `64 v + 4 k..+ 4` are values `4 v..4 v + 4` of chunk `k`), and per chunk `dx` and the sum
+/// of its values.
 pub struct QuantizedActs {
     q: Vec<i8>,
-    scales: Vec<f32>,
+    wide: Vec<i8>,
+    dx: Vec<f32>,
     sums: Vec<f32>,
-    pairs: usize,
+    pub(super) groups: usize,
+}
+
+/// One token's activations.
+#[derive(Clone, Copy)]
+pub(super) struct TokenActs {
+    pub q: *const i8,
+    pub wide: *const i8,
+    pub dx: *const f32,
+    pub sums: *const f32,
 }
 
 impl QuantizedActs {
@@ -38,50 +57,57 @@ impl QuantizedActs {
             cols.is_multiple_of(32) && x.len() == n * cols,
             "activation shape"
         );
-        let pairs = (cols / 32).div_ceil(2);
+        let groups = (cols / 32).div_ceil(GROUP);
         let mut acts = QuantizedActs {
-            q: vec![0; n * 64 * pairs],
-            scales: vec![0.0; n * 16 * pairs],
-            sums: vec![0.0; n * 16 * pairs],
-            pairs,
+            q: vec![0; n * GROUP_BYTES * groups],
+            wide: vec![0; n * GROUP_BYTES * groups],
+            dx: vec![0.0; n * GROUP * groups],
+            sums: vec![0.0; n * GROUP * groups],
+            groups,
         };
+        let per_token = GROUP_BYTES * groups;
         acts.q
-            .par_chunks_mut(64 * pairs)
-            .zip(acts.scales.par_chunks_mut(16 * pairs))
-            .zip(acts.sums.par_chunks_mut(16 * pairs))
+            .par_chunks_mut(per_token)
+            .zip(acts.wide.par_chunks_mut(per_token))
+            .zip(acts.dx.par_chunks_mut(GROUP * groups))
+            .zip(acts.sums.par_chunks_mut(GROUP * groups))
             .zip(x.par_chunks(cols))
-            .for_each(|(((q, scales), sums), x)| {
+            .for_each(|((((q, wide), dx), sums), x)| {
                 for (c, xs) in x.chunks_exact(32).enumerate() {
-                    let (dx, sum) = quantize_chunk(xs, &mut q[32 * c..32 * c + 32]);
-                    let lanes = 16 * (c / 2) + 8 * (c % 2);
-                    scales[lanes..lanes + 8].fill(dx);
-                    sums[lanes..lanes + 8].copy_from_slice(&sum);
+                    let chunk = &mut q[32 * c..32 * c + 32];
+                    (dx[c], sums[c]) = quantize_chunk(xs, chunk);
+                    let (g, k) = (c / GROUP, c % GROUP);
+                    for v in 0..8 {
+                        let at = GROUP_BYTES * g + 64 * v + 4 * k;
+                        wide[at..at + 4].copy_from_slice(&chunk[4 * v..4 * v + 4]);
+                    }
                 }
             });
         acts
     }
 
     #[inline(always)]
-    pub(super) fn token(&self, t: usize) -> (*const i8, *const f32, *const f32) {
-        let p = self.pairs;
-        (
-            self.q[t * 64 * p..].as_ptr(),
-            self.scales[t * 16 * p..].as_ptr(),
-            self.sums[t * 16 * p..].as_ptr(),
-        )
+    pub(super) fn token(&self, t: usize) -> TokenActs {
+        let (bytes, lanes) = (t * GROUP_BYTES * self.groups, t * GROUP * self.groups);
+        TokenActs {
+            q: self.q[bytes..].as_ptr(),
+            wide: self.wide[bytes..].as_ptr(),
+            dx: self.dx[lanes..].as_ptr(),
+            sums: self.sums[lanes..].as_ptr(),
+        }
     }
 }
 
-/// One chunk of 32 into `q`; returns `dx` and the sums of values `4 l..4 l + 4`.
-fn quantize_chunk(x: &[f32], q: &mut [i8]) -> (f32, [f32; 8]) {
+/// One chunk of 32 into `q`; returns `dx` and the sum of the values.
+fn quantize_chunk(x: &[f32], q: &mut [i8]) -> (f32, f32) {
     if x.iter().any(|v| !v.is_finite()) {
         q.fill(0);
-        return (f32::NAN, [0.0; 8]);
+        return (f32::NAN, 0.0);
     }
     let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
     if amax == 0.0 {
         q.fill(0);
-        return (0.0, [0.0; 8]);
+        return (0.0, 0.0);
     }
     let inverse = 127.0 / amax;
     // Adding and taking away 1.5 * 2^23 rounds to the nearest integer, ties to even, for
@@ -90,13 +116,8 @@ fn quantize_chunk(x: &[f32], q: &mut [i8]) -> (f32, [f32; 8]) {
     for (o, v) in q.iter_mut().zip(x) {
         *o = (((v * inverse) + ROUND) - ROUND).clamp(-127.0, 127.0) as i8;
     }
-    let sums = std::array::from_fn(|l| {
-        q[4 * l..4 * l + 4]
-            .iter()
-            .map(|&v| i32::from(v))
-            .sum::<i32>() as f32
-    });
-    (amax / 127.0, sums)
+    let sum: i32 = q.iter().map(|&v| i32::from(v)).sum();
+    (amax / 127.0, sum as f32)
 }
 
 multiversion!(fn int_task<F: IntFormat>(
@@ -113,10 +134,13 @@ pub(super) fn int_rows_task<F: IntFormat>(
     task: Task,
     out: OutPtr,
 ) {
-    assert!(rows.len() == task.num_rows * row_bytes && acts.q.len() == call.n * 64 * acts.pairs);
+    assert!(
+        rows.len() == task.num_rows * row_bytes
+            && acts.q.len() == call.n * GROUP_BYTES * acts.groups
+    );
     assert_eq!(
-        acts.pairs,
-        (call.cols / 32).div_ceil(2),
+        acts.groups,
+        (call.cols / 32).div_ceil(GROUP),
         "activations of another width"
     );
     if call.n > DECODE_TOKENS {
@@ -137,8 +161,6 @@ unsafe fn sweep<S: Simd16, F: IntFormat>(
     task: Task,
     out: OutPtr,
 ) {
-    // One accumulator per row and token: 32 vector registers with AVX-512, 16 with AVX2
-    // (where one `S` takes two).
     let (max_r, max_t) = match (S::REGISTERS >= 32, call.n) {
         (true, 1) => (8, 1),
         (true, _) => (4, 3),
@@ -194,91 +216,110 @@ unsafe fn tile_kernel<S: Simd16, F: IntFormat, const R: usize, const T: usize>(
 ) {
     let mut acc = [[S::zero(); R]; T];
     let chunks = call.cols / 32;
-    let tokens: [(*const i8, *const f32, *const f32); T] =
-        std::array::from_fn(|j| acts.token(t + j));
+    let tokens: [TokenActs; T] = std::array::from_fn(|j| acts.token(t + j));
+    // The next tile's rows are asked for a little at each quad of chunks (all at once they
+    // fill the line-fill buffers and stall the loads).
     let tile_bytes = R * tile.row_bytes;
-    let ahead_step = tile_bytes.div_ceil(chunks.div_ceil(2)).next_multiple_of(64);
-    for p in 0..chunks / 2 {
-        let ahead = tile.rows.wrapping_add(tile_bytes + p * ahead_step);
-        let mut line = 0;
-        while line < ahead_step {
-            prefetch(ahead.wrapping_add(line));
-            line += 64;
+    let ahead_step = tile_bytes
+        .div_ceil(acts.groups * R * 4)
+        .next_multiple_of(64);
+    let mut ahead = tile.rows.wrapping_add(tile_bytes);
+    for g in 0..acts.groups {
+        for i in 0..R {
+            let row = tile.rows.add(i * tile.row_bytes);
+            let (scale, offset) = group_scales::<S, F>(row, g, chunks);
+            // Spelled out, not a loop: indexed quads went through the stack, and a 256-bit
+            // load of two 128-bit stores stalls.
+            macro_rules! quad_at {
+                ($q:literal) => {{
+                    let mut line = 0;
+                    while line < ahead_step {
+                        prefetch(ahead.wrapping_add(line));
+                        line += 64;
+                    }
+                    ahead = ahead.wrapping_add(ahead_step);
+                    let first = GROUP * g + 4 * $q;
+                    match chunks.saturating_sub(first) {
+                        0 => [S::quad_zero(); T],
+                        1 => quad::<S, F, T, 1>(row, first, &tokens),
+                        2 => quad::<S, F, T, 2>(row, first, &tokens),
+                        3 => quad::<S, F, T, 3>(row, first, &tokens),
+                        _ => quad::<S, F, T, 4>(row, first, &tokens),
+                    }
+                }};
+            }
+            let quads = [quad_at!(0), quad_at!(1), quad_at!(2), quad_at!(3)];
+            for j in 0..T {
+                let isum = S::ints_from_quads([quads[0][j], quads[1][j], quads[2][j], quads[3][j]]);
+                acc[j][i] = group_step::<S, F>(acc[j][i], isum, scale, offset, tokens[j], g);
+            }
         }
-        pair_step::<S, F, R, T>(tile, &tokens, p, true, &mut acc);
     }
-    if chunks % 2 == 1 {
-        pair_step::<S, F, R, T>(tile, &tokens, chunks / 2, false, &mut acc);
-    }
-    let mut lanes = [0.0f32; LANES];
     for (j, row) in acc.iter().enumerate() {
         for (i, a) in row.iter().enumerate() {
-            a.store(lanes.as_mut_ptr());
-            *out.0.add((t + j) * call.stride + tile.col + i) = reduce_lanes(&lanes);
+            *out.0.add((t + j) * call.stride + tile.col + i) = a.reduce();
         }
     }
 }
 
-/// Chunks `2 p` and (when `second`) `2 p + 1` of a row, ready for `dot_pair`, with their
-/// lanes' scales and offsets; without a second chunk its lanes get zeros.
+/// The totals of chunks `first..first + N` (`N <= 4`; zeros after) of the row at `row`, per
+/// token.
 #[inline(always)]
-pub(super) unsafe fn decode_pair<S: Simd16, F: IntFormat>(
+unsafe fn quad<S: Simd16, F: IntFormat, const T: usize, const N: usize>(
     row: *const u8,
-    p: usize,
-    second: bool,
-) -> (S::Pair, S, S) {
-    let a = F::chunk_i8::<S>(row, 2 * p);
-    let b = if second {
-        F::chunk_i8::<S>(row, 2 * p + 1)
-    } else {
-        IntChunk {
-            q: S::bytes_zero(),
-            scale_lo: 0.0,
-            scale_hi: 0.0,
-            offset: 0.0,
-        }
-    };
-    (
-        S::pair(a.q, b.q),
-        S::quads(a.scale_lo, a.scale_hi, b.scale_lo, b.scale_hi),
-        S::quads(a.offset, a.offset, b.offset, b.offset),
-    )
+    first: usize,
+    tokens: &[TokenActs; T],
+) -> [S::Quad; T] {
+    // Loops, not closures: a closure is compiled without the path's target features.
+    let mut w = [S::prep(S::bytes_zero(), F::SIGNED); 4];
+    let mut factors = [S::int_halves(1, 1); 4];
+    for k in 0..N {
+        w[k] = S::prep(F::chunk_q::<S>(row, first + k), F::SIGNED);
+        let [lo, hi] = F::factors(row, first + k);
+        factors[k] = S::int_halves(lo, hi);
+    }
+    let mut sums = [S::quad_zero(); T];
+    for (sum, token) in sums.iter_mut().zip(tokens) {
+        *sum = S::quad_dots(w, factors, token.q.add(32 * first), F::SIGNED);
+    }
+    sums
 }
 
-/// Chunks `2 p` and (when `second`) `2 p + 1` of the tile's rows into its accumulators.
+/// Group `g`'s scales and offsets of the row at `row` (zeros past its `chunks`).
 #[inline(always)]
-unsafe fn pair_step<S: Simd16, F: IntFormat, const R: usize, const T: usize>(
-    tile: Tile,
-    tokens: &[(*const i8, *const f32, *const f32); T],
-    p: usize,
-    second: bool,
-    acc: &mut [[S; R]; T],
-) {
-    for i in 0..R {
-        let (w, scale, offset) = decode_pair::<S, F>(tile.rows.add(i * tile.row_bytes), p, second);
-        for (row, &token) in acc.iter_mut().zip(tokens) {
-            row[i] = accumulate::<S, F>(row[i], w, scale, offset, token, p);
+pub(super) unsafe fn group_scales<S: Simd16, F: IntFormat>(
+    row: *const u8,
+    g: usize,
+    chunks: usize,
+) -> (S, S) {
+    let (mut scale, mut offset) = ([0.0f32; GROUP], [0.0f32; GROUP]);
+    if chunks >= GROUP * g + GROUP {
+        for k in 0..GROUP {
+            (scale[k], offset[k]) = F::scale_offset::<S>(row, GROUP * g + k);
+        }
+    } else {
+        for c in GROUP * g..chunks {
+            (scale[c % GROUP], offset[c % GROUP]) = F::scale_offset::<S>(row, c);
         }
     }
+    (S::load(scale.as_ptr()), S::load(offset.as_ptr()))
 }
 
-/// One output's chains after pair `p` of one token: the definition's step, shared by the
+/// One output's chains after group `g` of one token: the definition's step, shared by the
 /// decode and the prefill tiles.
 #[inline(always)]
-pub(super) unsafe fn accumulate<S: Simd16, F: IntFormat>(
+pub(super) unsafe fn group_step<S: Simd16, F: IntFormat>(
     acc: S,
-    w: S::Pair,
+    isum: S::Ints,
     scale: S,
     offset: S,
-    (xq, xd, xs): (*const i8, *const f32, *const f32),
-    p: usize,
+    x: TokenActs,
+    g: usize,
 ) -> S {
-    let dx = S::load(xd.add(16 * p));
-    let isum = S::dot_pair(w, xq.add(64 * p));
-    let acc = S::fma(S::mul(scale, dx), isum, acc);
+    let dx = S::load(x.dx.add(GROUP * g));
+    let acc = S::fma(S::mul(scale, dx), S::ints_f32(isum), acc);
     if F::OFFSET {
-        let xsum = S::load(xs.add(16 * p));
-        S::fma(S::mul(offset, dx), xsum, acc)
+        S::fma(S::mul(offset, dx), S::load(x.sums.add(GROUP * g)), acc)
     } else {
         acc
     }
@@ -296,18 +337,23 @@ mod tests {
         x[1] = 2.5;
         x[2] = -3.5;
         x[3] = -127.0;
+        x[5] = 9.0;
         // Chunk 1 all zero; chunk 2 holds a NaN.
         x[64] = 1.0;
         x[65] = f32::NAN;
         let acts = QuantizedActs::new(&x, 1, 96);
-        assert_eq!(acts.pairs, 2);
-        assert_eq!(&acts.q[..4], &[127, 2, -4, -127]);
-        assert_eq!(acts.scales[0], 1.0);
-        assert_eq!(acts.sums[0], (127 + 2 - 4 - 127) as f32);
-        assert!(acts.q[32..64].iter().all(|&q| q == 0) && acts.scales[8] == 0.0);
-        assert!(acts.scales[16].is_nan());
-        // The padding chunk of the second pair is zero.
-        assert!(acts.q[96..].iter().all(|&q| q == 0) && acts.scales[24] == 0.0);
+        assert_eq!(acts.groups, 1);
+        assert_eq!(&acts.q[..6], &[127, 2, -4, -127, 0, 9]);
+        assert_eq!(acts.dx[0], 1.0);
+        assert_eq!(acts.sums[0], (127 + 2 - 4 - 127 + 9) as f32);
+        // Four bytes of each chunk at a time: values 4-7 of chunk 0 follow all 16 chunks'
+        // first four.
+        assert_eq!(&acts.wide[..4], &[127, 2, -4, -127]);
+        assert_eq!(&acts.wide[64..68], &[0, 9, 0, 0]);
+        assert!(acts.q[32..64].iter().all(|&q| q == 0) && acts.dx[1] == 0.0);
+        assert!(acts.dx[2].is_nan());
+        // The group's chunks past the row are zero.
+        assert!(acts.q[96..].iter().all(|&q| q == 0) && acts.dx[3..].iter().all(|&d| d == 0.0));
     }
 
     #[test]

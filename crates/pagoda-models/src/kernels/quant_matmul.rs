@@ -14,7 +14,8 @@ use super::isa::Isa;
 use super::matmul::OutPtr;
 use super::quant_int::{int_rows_task, QuantizedActs};
 use super::quant_prefill::{group_size, prefill_task};
-use super::simd::{multiversion, prefetch, Simd16, LANES};
+pub use super::simd::reduce_lanes;
+use super::simd::{multiversion, prefetch, Simd16};
 use crate::quant::formats::{
     Bf16Rows, F16Rows, F32Rows, Format, Q4K, Q4_0, Q4_1, Q5K, Q5_0, Q5_1, Q6K, Q8_0,
 };
@@ -269,32 +270,17 @@ unsafe fn tile_kernel<S: Simd16, F: Format, const R: usize, const T: usize>(
             }
         }
     }
-    let mut lanes = [0.0f32; LANES];
     for (j, row) in acc.iter().enumerate() {
         for (i, a) in row.iter().enumerate() {
-            a.store(lanes.as_mut_ptr());
-            *out.0.add((t + j) * call.stride + tile.col + i) = reduce_lanes(&lanes);
+            *out.0.add((t + j) * call.stride + tile.col + i) = a.reduce();
         }
     }
-}
-
-/// The fixed sum of 16 partial sums: halves added pairwise, four times.
-#[inline(always)]
-pub fn reduce_lanes(lanes: &[f32; LANES]) -> f32 {
-    let mut v = *lanes;
-    let mut width = LANES / 2;
-    while width > 0 {
-        for l in 0..width {
-            v[l] += v[l + width];
-        }
-        width /= 2;
-    }
-    v[0]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::simd::LANES;
     use crate::quant::{dequantize_row, QuantBytes};
     use std::sync::Arc;
 

@@ -84,8 +84,15 @@ pub trait Simd16: Copy {
     }
     /// 32 bytes in registers: a chunk of quantized weights before its integer products.
     type Bytes: Copy;
-    /// Two chunks of weights ready for `dot_pair` (their magnitudes and signs, on x86).
-    type Pair: Copy;
+    /// A chunk's integers ready for products (on x86 their magnitudes and signed values).
+    type Prep: Copy;
+    /// Four chunks' exact integer totals.
+    type Quad: Copy;
+    /// Sixteen i32 lanes: lane `k` an exact integer total of chunk `k` of a group of 16.
+    type Ints: Copy;
+    /// 64 bytes holding four bytes of each of 16 chunks (bytes `4 k..4 k + 4`: chunk `k`),
+    /// the layout prefill multiplies in.
+    type Wide: Copy;
     unsafe fn bytes_load(p: *const u8) -> Self::Bytes;
     /// The 16 bytes at `p`: their low nibbles (bytes 0-15), then their high ones (16-31).
     unsafe fn bytes_nibbles16(p: *const u8) -> Self::Bytes;
@@ -98,16 +105,46 @@ pub trait Simd16: Copy {
     /// `v` in byte `i` where bit `i` of `word` is set, 0 elsewhere.
     unsafe fn bytes_where_bits(word: u32, v: u8) -> Self::Bytes;
     unsafe fn bytes_zero() -> Self::Bytes;
-    /// Chunks `w0` and `w1` (signed bytes) for `dot_pair`.
-    unsafe fn pair(w0: Self::Bytes, w1: Self::Bytes) -> Self::Pair;
-    /// Lane `8 h + l`: the exact integer `sum(w_h[i] * x[32 h + i])` over `i` in
-    /// `4 l..4 l + 4`, as f32. `x` holds 64 signed bytes in -127..=127 (no product or pair
-    /// sum can overflow: `|w| <= 128`).
-    unsafe fn dot_pair(w: Self::Pair, x: *const i8) -> Self;
+    /// Sixteen i16 lanes, 0-7 `lo` and 8-15 `hi`: the integer factors of a chunk's values
+    /// 0-15 and 16-31.
+    unsafe fn int_halves(lo: i16, hi: i16) -> Self::Bytes;
+    /// A chunk (signed bytes when `SIGNED`, else bytes below 128) for `quad_dots`.
+    unsafe fn prep(w: Self::Bytes, signed: bool) -> Self::Prep;
+    /// A prepared chunk's magnitudes to `abs` and its values to `values` (32 bytes each).
+    unsafe fn prep_store(w: Self::Prep, abs: *mut u8, values: *mut u8);
+    /// Chunk `k`'s total `sum(s_k(i) * w_k[i] * x[32 k + i])` over its 32 values, `s_k` the
+    /// i16 factors `scales[k]` of `int_halves`. `x` holds 128 signed bytes in -127..=127:
+    /// no product, pair sum or total overflows (`|w| <= 128`, `|s| <= 128`).
+    unsafe fn quad_dots(
+        w: [Self::Prep; 4],
+        scales: [Self::Bytes; 4],
+        x: *const i8,
+        signed: bool,
+    ) -> Self::Quad;
+    /// Quad `q`'s totals in lanes `4 q..4 q + 4`.
+    unsafe fn ints_from_quads(q: [Self::Quad; 4]) -> Self::Ints;
+    unsafe fn ints_zero() -> Self::Ints;
+    unsafe fn quad_zero() -> Self::Quad;
+    /// The lanes as f32 (exact below 2^24).
+    unsafe fn ints_f32(i: Self::Ints) -> Self;
+    unsafe fn wide_load(p: *const u8) -> Self::Wide;
+    unsafe fn wide_zero() -> Self::Wide;
+    /// Sixteen-bit sums of pairs of products: i16 lane `p` is
+    /// `w[2 p] * x[2 p] + w[2 p + 1] * x[2 p + 1]`. `w_abs` holds the magnitudes of `w` (`w`
+    /// itself when not `signed`); `x` 64 signed bytes in -127..=127.
+    unsafe fn wide_products(
+        w_abs: Self::Wide,
+        w: Self::Wide,
+        x: *const i8,
+        signed: bool,
+    ) -> Self::Wide;
+    /// i16 lanes added (the caller keeps the sums below 2^15).
+    unsafe fn wide_add16(a: Self::Wide, b: Self::Wide) -> Self::Wide;
+    /// `acc` plus, in lane `k`, the i16 pair sums of bytes `4 k..4 k + 4` times their i16
+    /// factors in `factors`.
+    unsafe fn wide_widen(acc: Self::Ints, sums: Self::Wide, factors: Self::Wide) -> Self::Ints;
     /// One f16 (its bits) as f32.
     unsafe fn f16_to_f32(bits: u16) -> f32;
-    /// Lanes 0-3 `a`, 4-7 `b`, 8-11 `c`, 12-15 `d`.
-    unsafe fn quads(a: f32, b: f32, c: f32, d: f32) -> Self;
     /// `a > b ? a : b` per lane (x86 `max` semantics, NaN included, on every path).
     unsafe fn max(a: Self, b: Self) -> Self;
     /// Rounds to the nearest integer, ties to even.
@@ -115,6 +152,13 @@ pub trait Simd16: Copy {
     /// `2^n` for lanes holding integers in -126..=127.
     unsafe fn pow2i(self) -> Self;
     unsafe fn store(self, p: *mut f32);
+    /// The lanes' sum by the fixed tree of `reduce_lanes` (the same bits).
+    #[inline(always)]
+    unsafe fn reduce(self) -> f32 {
+        let mut lanes = [0.0f32; LANES];
+        self.store(lanes.as_mut_ptr());
+        reduce_lanes(&lanes)
+    }
 
     /// Clamps to -87..=88, where `exp` keeps `2^n` a normal number.
     #[inline(always)]
@@ -148,6 +192,20 @@ pub unsafe fn exp<S: Simd16>(x: S) -> S {
     }
     let y = S::add(S::fma(p, S::mul(r, r), r), S::splat(1.0));
     S::mul(y, n.pow2i())
+}
+
+/// The fixed sum of 16 partial sums: halves added pairwise, four times.
+#[inline(always)]
+pub fn reduce_lanes(lanes: &[f32; LANES]) -> f32 {
+    let mut v = *lanes;
+    let mut width = LANES / 2;
+    while width > 0 {
+        for l in 0..width {
+            v[l] += v[l + width];
+        }
+        width /= 2;
+    }
+    v[0]
 }
 
 /// Asks for the cache line at `p` ahead of use (a hint: never faults, any address).
@@ -216,6 +274,16 @@ impl Elem for bf16 {
     #[inline(always)]
     unsafe fn load<S: Simd16>(p: *const Self) -> S {
         S::load_bf16(p)
+    }
+}
+
+/// A weight byte as the integer it stands for.
+#[inline(always)]
+fn weight(signed: bool, b: u8) -> i32 {
+    if signed {
+        i32::from(b as i8)
+    } else {
+        i32::from(b)
     }
 }
 
@@ -297,7 +365,10 @@ impl Simd16 for Scalar {
         }))
     }
     type Bytes = [u8; 32];
-    type Pair = ([u8; 32], [u8; 32]);
+    type Prep = [u8; 32];
+    type Quad = [i32; 4];
+    type Ints = [i32; 16];
+    type Wide = [u8; 64];
     #[inline(always)]
     unsafe fn bytes_load(p: *const u8) -> Self::Bytes {
         std::ptr::read_unaligned(p as *const [u8; 32])
@@ -333,27 +404,99 @@ impl Simd16 for Scalar {
         [0; 32]
     }
     #[inline(always)]
-    unsafe fn pair(w0: Self::Bytes, w1: Self::Bytes) -> Self::Pair {
-        (w0, w1)
+    unsafe fn int_halves(lo: i16, hi: i16) -> Self::Bytes {
+        std::array::from_fn(|i| {
+            let s = if i < 16 { lo } else { hi };
+            s.to_le_bytes()[i % 2]
+        })
     }
     #[inline(always)]
-    unsafe fn dot_pair(w: Self::Pair, x: *const i8) -> Self {
-        Scalar(std::array::from_fn(|lane| {
-            let (h, l) = (lane / 8, lane % 8);
-            let ws = if h == 0 { &w.0 } else { &w.1 };
-            let sum: i32 = (4 * l..4 * l + 4)
-                .map(|i| i32::from(ws[i] as i8) * i32::from(*x.add(32 * h + i)))
+    unsafe fn prep(w: Self::Bytes, _signed: bool) -> Self::Prep {
+        w
+    }
+    #[inline(always)]
+    unsafe fn prep_store(w: Self::Prep, abs: *mut u8, values: *mut u8) {
+        // Unsigned chunks' bytes are below 128: their magnitudes are themselves.
+        std::ptr::write_unaligned(abs as *mut [u8; 32], w.map(|b| (b as i8).unsigned_abs()));
+        std::ptr::write_unaligned(values as *mut [u8; 32], w);
+    }
+    #[inline(always)]
+    unsafe fn quad_dots(
+        w: [Self::Prep; 4],
+        scales: [Self::Bytes; 4],
+        x: *const i8,
+        signed: bool,
+    ) -> Self::Quad {
+        std::array::from_fn(|k| {
+            (0..32)
+                .map(|i| {
+                    let s = i16::from_le_bytes([scales[k][i / 2 * 2], scales[k][i / 2 * 2 + 1]]);
+                    i32::from(s) * weight(signed, w[k][i]) * i32::from(*x.add(32 * k + i))
+                })
+                .sum()
+        })
+    }
+    #[inline(always)]
+    unsafe fn ints_from_quads(q: [Self::Quad; 4]) -> Self::Ints {
+        std::array::from_fn(|l| q[l / 4][l % 4])
+    }
+    #[inline(always)]
+    unsafe fn ints_zero() -> Self::Ints {
+        [0; 16]
+    }
+    #[inline(always)]
+    unsafe fn quad_zero() -> Self::Quad {
+        [0; 4]
+    }
+    #[inline(always)]
+    unsafe fn ints_f32(i: Self::Ints) -> Self {
+        Scalar(i.map(|v| v as f32))
+    }
+    #[inline(always)]
+    unsafe fn wide_load(p: *const u8) -> Self::Wide {
+        std::ptr::read_unaligned(p as *const [u8; 64])
+    }
+    #[inline(always)]
+    unsafe fn wide_zero() -> Self::Wide {
+        [0; 64]
+    }
+    #[inline(always)]
+    unsafe fn wide_products(
+        _w_abs: Self::Wide,
+        w: Self::Wide,
+        x: *const i8,
+        signed: bool,
+    ) -> Self::Wide {
+        let mut out = [0u8; 64];
+        for p in 0..32 {
+            let sum: i32 = (2 * p..2 * p + 2)
+                .map(|b| weight(signed, w[b]) * i32::from(*x.add(b)))
                 .sum();
-            sum as f32
-        }))
+            out[2 * p..2 * p + 2].copy_from_slice(&(sum as i16).to_le_bytes());
+        }
+        out
+    }
+    #[inline(always)]
+    unsafe fn wide_add16(a: Self::Wide, b: Self::Wide) -> Self::Wide {
+        let mut out = [0u8; 64];
+        for p in 0..32 {
+            let lane = |v: &[u8; 64]| i16::from_le_bytes([v[2 * p], v[2 * p + 1]]);
+            out[2 * p..2 * p + 2].copy_from_slice(&lane(&a).wrapping_add(lane(&b)).to_le_bytes());
+        }
+        out
+    }
+    #[inline(always)]
+    unsafe fn wide_widen(acc: Self::Ints, sums: Self::Wide, factors: Self::Wide) -> Self::Ints {
+        let lane = |v: &[u8; 64], p: usize| i32::from(i16::from_le_bytes([v[2 * p], v[2 * p + 1]]));
+        std::array::from_fn(|k| {
+            acc[k]
+                + lane(&sums, 2 * k) * lane(&factors, 2 * k)
+                + lane(&sums, 2 * k + 1) * lane(&factors, 2 * k + 1)
+        })
     }
     #[inline(always)]
     unsafe fn f16_to_f32(bits: u16) -> f32 {
         f16::from_bits(bits).to_f32()
-    }
-    #[inline(always)]
-    unsafe fn quads(a: f32, b: f32, c: f32, d: f32) -> Self {
-        Scalar(std::array::from_fn(|l| [a, b, c, d][l / 4]))
     }
     #[inline(always)]
     unsafe fn max(a: Self, b: Self) -> Self {
@@ -401,11 +544,12 @@ mod x86 {
         _MM_FROUND_TO_NEAREST_INT,
     };
     use std::arch::x86_64::{
-        __m512i, __mmask64, _mm256_abs_epi8, _mm256_madd_epi16, _mm256_maddubs_epi16,
-        _mm256_maskz_set1_epi8, _mm256_setr_ps, _mm256_setzero_si256, _mm256_sign_epi8,
-        _mm512_abs_epi8, _mm512_castsi256_si512, _mm512_inserti64x4, _mm512_loadu_si512,
+        __m512i, _mm256_add_epi16, _mm256_castpd_ps, _mm256_madd_epi16, _mm256_maddubs_epi16,
+        _mm256_maskz_set1_epi8, _mm256_set_m128i, _mm256_setzero_si256, _mm256_sign_epi8,
+        _mm256_storeu_si256, _mm512_add_epi16, _mm512_castps512_ps256, _mm512_castps_pd,
+        _mm512_castsi256_si512, _mm512_extractf64x4_pd, _mm512_inserti64x4, _mm512_loadu_si512,
         _mm512_madd_epi16, _mm512_maddubs_epi16, _mm512_mask_sub_epi8, _mm512_movepi8_mask,
-        _mm512_set1_epi16, _mm512_setr_ps, _mm512_setzero_si512, _mm_cvtph_ps, _mm_cvtss_f32,
+        _mm512_setzero_si512, _mm_cvtph_ps, _mm_cvtss_f32, _mm_setzero_si128,
     };
     use std::arch::x86_64::{
         _mm256_and_si256, _mm256_blendv_ps, _mm256_cvtepi32_ps, _mm256_cvtepi8_epi32,
@@ -430,6 +574,11 @@ mod x86 {
             _mm256_set1_epi64x, _mm256_set1_epi8, _mm256_setr_epi8, _mm256_shuffle_epi8,
             _mm256_slli_epi16, _mm256_srl_epi16, _mm_cvtsi32_si128, _mm_loadu_si128,
             _mm_srli_epi16,
+        };
+        use std::arch::x86_64::{
+            _mm256_abs_epi8, _mm256_castsi256_si128, _mm256_extracti128_si256, _mm256_hadd_epi32,
+            _mm256_madd_epi16, _mm256_maddubs_epi16, _mm256_sign_epi8, _mm_add_epi32,
+            _mm_set1_epi16,
         };
 
         #[inline(always)]
@@ -471,6 +620,50 @@ mod x86 {
                 _mm256_set1_epi8(v as i8),
             )
         }
+        #[inline(always)]
+        pub unsafe fn int_halves(lo: i16, hi: i16) -> __m256i {
+            _mm256_inserti128_si256::<1>(
+                _mm256_castsi128_si256(_mm_set1_epi16(lo)),
+                _mm_set1_epi16(hi),
+            )
+        }
+        #[inline(always)]
+        pub unsafe fn prep(w: __m256i, signed: bool) -> (__m256i, __m256i) {
+            if signed {
+                (_mm256_abs_epi8(w), w)
+            } else {
+                (w, w)
+            }
+        }
+        /// Magnitudes of the weights times the activations carrying the weights' signs
+        /// (`vpmaddubsw` multiplies unsigned by signed bytes), pairs summed to 16 bits, then
+        /// times the factors to 32; two rounds of horizontal adds and one of halves leave each
+        /// chunk's total.
+        #[inline(always)]
+        pub unsafe fn quad_dots(
+            w: [(__m256i, __m256i); 4],
+            scales: [__m256i; 4],
+            x: *const i8,
+            signed: bool,
+        ) -> __m128i {
+            // A macro, not a closure: a closure is compiled without the caller's features.
+            macro_rules! dot {
+                ($k:literal) => {{
+                    let x = _mm256_loadu_si256(x.add(32 * $k) as *const __m256i);
+                    let x = if signed {
+                        _mm256_sign_epi8(x, w[$k].1)
+                    } else {
+                        x
+                    };
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(w[$k].0, x), scales[$k])
+                }};
+            }
+            let h = _mm256_hadd_epi32(
+                _mm256_hadd_epi32(dot!(0), dot!(1)),
+                _mm256_hadd_epi32(dot!(2), dot!(3)),
+            );
+            _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h))
+        }
     }
 
     /// The byte operations both x86 paths share (AVX2 instructions on 32 bytes), and the
@@ -502,10 +695,45 @@ mod x86 {
                 _mm256_setzero_si256()
             }
             #[inline(always)]
+            unsafe fn int_halves(lo: i16, hi: i16) -> __m256i {
+                bytes::int_halves(lo, hi)
+            }
+            #[inline(always)]
+            unsafe fn prep(w: __m256i, signed: bool) -> (__m256i, __m256i) {
+                bytes::prep(w, signed)
+            }
+            #[inline(always)]
+            unsafe fn prep_store(w: (__m256i, __m256i), abs: *mut u8, values: *mut u8) {
+                _mm256_storeu_si256(abs as *mut __m256i, w.0);
+                _mm256_storeu_si256(values as *mut __m256i, w.1);
+            }
+            #[inline(always)]
+            unsafe fn quad_dots(
+                w: [(__m256i, __m256i); 4],
+                scales: [__m256i; 4],
+                x: *const i8,
+                signed: bool,
+            ) -> __m128i {
+                bytes::quad_dots(w, scales, x, signed)
+            }
+            #[inline(always)]
             unsafe fn f16_to_f32(bits: u16) -> f32 {
                 _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
             }
         };
+    }
+
+    /// The last three levels of `reduce_lanes`' tree on lanes `l + (l + 8)`: halves added
+    /// pairwise, as there.
+    #[inline(always)]
+    unsafe fn tree8(v: __m256) -> f32 {
+        use std::arch::x86_64::{
+            _mm256_castps256_ps128, _mm256_extractf128_ps, _mm_add_ps, _mm_add_ss, _mm_movehdup_ps,
+            _mm_movehl_ps,
+        };
+        let four = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let two = _mm_add_ps(four, _mm_movehl_ps(four, four));
+        _mm_cvtss_f32(_mm_add_ss(two, _mm_movehdup_ps(two)))
     }
 
     /// Lanes 0-7 and 8-15 in two AVX2 registers.
@@ -716,38 +944,76 @@ mod x86 {
             )
         }
         type Bytes = __m256i;
-        /// Magnitudes and signed values of both chunks.
-        type Pair = [__m256i; 4];
+        type Prep = (__m256i, __m256i);
+        type Quad = __m128i;
+        /// Chunks 0-7 and 8-15.
+        type Ints = [__m256i; 2];
+        /// Chunks 0-7 and 8-15.
+        type Wide = [__m256i; 2];
         bytes_ops!();
         #[inline(always)]
         unsafe fn bytes_where_bits(word: u32, v: u8) -> __m256i {
             bytes::where_bits(word, v)
         }
         #[inline(always)]
-        unsafe fn pair(w0: __m256i, w1: __m256i) -> Self::Pair {
-            [_mm256_abs_epi8(w0), w0, _mm256_abs_epi8(w1), w1]
+        unsafe fn ints_from_quads(q: [__m128i; 4]) -> [__m256i; 2] {
+            [_mm256_set_m128i(q[1], q[0]), _mm256_set_m128i(q[3], q[2])]
         }
-        /// Magnitudes of the weights times the activations carrying the weights' signs
-        /// (`vpmaddubsw` multiplies unsigned by signed bytes), pairs summed to 16 bits, then
-        /// fours to 32.
         #[inline(always)]
-        unsafe fn dot_pair(w: Self::Pair, x: *const i8) -> Self {
-            let ones = _mm256_set1_epi16(1);
-            macro_rules! dot {
-                ($abs:expr, $w:expr, $x:expr) => {{
-                    let x = _mm256_loadu_si256($x as *const __m256i);
-                    let products = _mm256_maddubs_epi16($abs, _mm256_sign_epi8(x, $w));
-                    _mm256_cvtepi32_ps(_mm256_madd_epi16(products, ones))
+        unsafe fn quad_zero() -> __m128i {
+            _mm_setzero_si128()
+        }
+        #[inline(always)]
+        unsafe fn ints_zero() -> [__m256i; 2] {
+            [_mm256_setzero_si256(); 2]
+        }
+        #[inline(always)]
+        unsafe fn ints_f32(i: [__m256i; 2]) -> Self {
+            Avx2(_mm256_cvtepi32_ps(i[0]), _mm256_cvtepi32_ps(i[1]))
+        }
+        #[inline(always)]
+        unsafe fn wide_load(p: *const u8) -> [__m256i; 2] {
+            [bytes::load(p), bytes::load(p.add(32))]
+        }
+        #[inline(always)]
+        unsafe fn wide_zero() -> [__m256i; 2] {
+            [_mm256_setzero_si256(); 2]
+        }
+        #[inline(always)]
+        unsafe fn wide_products(
+            w_abs: [__m256i; 2],
+            w: [__m256i; 2],
+            x: *const i8,
+            signed: bool,
+        ) -> [__m256i; 2] {
+            // A macro, not a closure: a closure is compiled without the caller's features.
+            macro_rules! half {
+                ($h:literal) => {{
+                    let x = _mm256_loadu_si256(x.add(32 * $h) as *const __m256i);
+                    let x = if signed {
+                        _mm256_sign_epi8(x, w[$h])
+                    } else {
+                        x
+                    };
+                    _mm256_maddubs_epi16(w_abs[$h], x)
                 }};
             }
-            Avx2(dot!(w[0], w[1], x), dot!(w[2], w[3], x.add(32)))
+            [half!(0), half!(1)]
         }
         #[inline(always)]
-        unsafe fn quads(a: f32, b: f32, c: f32, d: f32) -> Self {
-            Avx2(
-                _mm256_setr_ps(a, a, a, a, b, b, b, b),
-                _mm256_setr_ps(c, c, c, c, d, d, d, d),
-            )
+        unsafe fn wide_add16(a: [__m256i; 2], b: [__m256i; 2]) -> [__m256i; 2] {
+            [_mm256_add_epi16(a[0], b[0]), _mm256_add_epi16(a[1], b[1])]
+        }
+        #[inline(always)]
+        unsafe fn wide_widen(
+            acc: [__m256i; 2],
+            sums: [__m256i; 2],
+            factors: [__m256i; 2],
+        ) -> [__m256i; 2] {
+            [
+                _mm256_add_epi32(acc[0], _mm256_madd_epi16(sums[0], factors[0])),
+                _mm256_add_epi32(acc[1], _mm256_madd_epi16(sums[1], factors[1])),
+            ]
         }
         #[inline(always)]
         unsafe fn max(a: Self, b: Self) -> Self {
@@ -773,6 +1039,10 @@ mod x86 {
         unsafe fn store(self, p: *mut f32) {
             _mm256_storeu_ps(p, self.0);
             _mm256_storeu_ps(p.add(8), self.1);
+        }
+        #[inline(always)]
+        unsafe fn reduce(self) -> f32 {
+            tree8(_mm256_add_ps(self.0, self.1))
         }
     }
 
@@ -862,33 +1132,59 @@ mod x86 {
             )))
         }
         type Bytes = __m256i;
-        type Pair = (__m512i, __mmask64);
+        type Prep = (__m256i, __m256i);
+        type Quad = __m128i;
+        type Ints = __m512i;
+        type Wide = __m512i;
         bytes_ops!();
         #[inline(always)]
         unsafe fn bytes_where_bits(word: u32, v: u8) -> __m256i {
             _mm256_maskz_set1_epi8(word, v as i8)
         }
-        /// Both chunks in one register: magnitudes, and a mask of the negative weights.
         #[inline(always)]
-        unsafe fn pair(w0: __m256i, w1: __m256i) -> Self::Pair {
-            let w = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(w0), w1);
-            (_mm512_abs_epi8(w), _mm512_movepi8_mask(w))
+        unsafe fn ints_from_quads(q: [__m128i; 4]) -> __m512i {
+            let low = _mm256_set_m128i(q[1], q[0]);
+            let high = _mm256_set_m128i(q[3], q[2]);
+            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(low), high)
         }
         #[inline(always)]
-        unsafe fn dot_pair(w: Self::Pair, x: *const i8) -> Self {
+        unsafe fn quad_zero() -> __m128i {
+            _mm_setzero_si128()
+        }
+        #[inline(always)]
+        unsafe fn ints_zero() -> __m512i {
+            _mm512_setzero_si512()
+        }
+        #[inline(always)]
+        unsafe fn ints_f32(i: __m512i) -> Self {
+            Avx512(_mm512_cvtepi32_ps(i))
+        }
+        #[inline(always)]
+        unsafe fn wide_load(p: *const u8) -> __m512i {
+            _mm512_loadu_si512(p as *const _)
+        }
+        #[inline(always)]
+        unsafe fn wide_zero() -> __m512i {
+            _mm512_setzero_si512()
+        }
+        /// The weights' signs as a mask of the negative bytes, moved onto the activations.
+        #[inline(always)]
+        unsafe fn wide_products(w_abs: __m512i, w: __m512i, x: *const i8, signed: bool) -> __m512i {
             let x = _mm512_loadu_si512(x as *const _);
-            let signed = _mm512_mask_sub_epi8(x, w.1, _mm512_setzero_si512(), x);
-            let products = _mm512_maddubs_epi16(w.0, signed);
-            Avx512(_mm512_cvtepi32_ps(_mm512_madd_epi16(
-                products,
-                _mm512_set1_epi16(1),
-            )))
+            let x = if signed {
+                _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x)
+            } else {
+                x
+            };
+            _mm512_maddubs_epi16(w_abs, x)
         }
         #[inline(always)]
-        unsafe fn quads(a: f32, b: f32, c: f32, d: f32) -> Self {
-            Avx512(_mm512_setr_ps(
-                a, a, a, a, b, b, b, b, c, c, c, c, d, d, d, d,
-            ))
+        unsafe fn wide_add16(a: __m512i, b: __m512i) -> __m512i {
+            _mm512_add_epi16(a, b)
+        }
+        #[inline(always)]
+        unsafe fn wide_widen(acc: __m512i, sums: __m512i, factors: __m512i) -> __m512i {
+            _mm512_add_epi32(acc, _mm512_madd_epi16(sums, factors))
         }
         #[inline(always)]
         unsafe fn max(a: Self, b: Self) -> Self {
@@ -908,6 +1204,11 @@ mod x86 {
         #[inline(always)]
         unsafe fn store(self, p: *mut f32) {
             _mm512_storeu_ps(p, self.0)
+        }
+        #[inline(always)]
+        unsafe fn reduce(self) -> f32 {
+            let high = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(self.0)));
+            tree8(_mm256_add_ps(_mm512_castps512_ps256(self.0), high))
         }
     }
 }

@@ -252,25 +252,36 @@ impl Format for Q6K {
     }
 }
 
-/// A chunk of 32 values as integers: value `i` is `scale * q[i] + offset`, `scale` being
-/// `scale_lo` for values 0-15 and `scale_hi` for 16-31 (Q6_K's sub-blocks of 16).
-pub struct IntChunk<B> {
-    pub q: B,
-    pub scale_lo: f32,
-    pub scale_hi: f32,
-    pub offset: f32,
-}
-
-/// Formats whose chunks are small integers times a scale (plus an offset): the kernels can
-/// multiply them by 8-bit activations in integers (`kernels::quant_int`).
+/// Formats whose chunks of 32 are small integers times a scale (plus an offset): the kernels
+/// multiply them by 8-bit activations in integers (`kernels::quant_int`). Value `i` of a
+/// chunk is `scale * (f(i) * q[i]) + offset`, `f(i)` the chunk's integer factor of values 0-15
+/// or 16-31 (the sub-block scales of K-quants; 1 elsewhere).
 pub trait IntFormat: Format {
-    /// Values carry an offset (`d * q + m`, `(d * sc) * q - dmin * m`).
+    /// Values carry an offset (`d * q + m`, `d * (sc * q) - dmin * m`).
     const OFFSET: bool;
-    /// Chunk `chunk` of the row at `row`; `q` as signed bytes.
+    /// `q` is signed; otherwise its bytes are below 128.
+    const SIGNED: bool;
+    /// How many vectors of products may add their 16-bit pair sums (`2 * 127 * max |q|`
+    /// each) before widening: at most 8, and below 2^15 in all.
+    const SPAN: usize;
+    /// Chunk `chunk`'s integers `q` of the row at `row`.
     ///
     /// # Safety
     /// As `Format::decode32`.
-    unsafe fn chunk_i8<S: Simd16>(row: *const u8, chunk: usize) -> IntChunk<S::Bytes>;
+    unsafe fn chunk_q<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes;
+    /// The chunk's integer factors of values 0-15 and 16-31.
+    ///
+    /// # Safety
+    /// As `Format::decode32`.
+    #[inline(always)]
+    unsafe fn factors(_row: *const u8, _chunk: usize) -> [i16; 2] {
+        [1, 1]
+    }
+    /// The chunk's `scale` and `offset`.
+    ///
+    /// # Safety
+    /// As `Format::decode32`.
+    unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32);
 }
 
 #[inline(always)]
@@ -278,118 +289,161 @@ unsafe fn f16_scalar<S: Simd16>(p: *const u8) -> f32 {
     S::f16_to_f32(u16::from_le_bytes([*p, *p.add(1)]))
 }
 
-/// A chunk with one scale and no offset.
-#[inline(always)]
-fn scaled<B>(q: B, scale: f32) -> IntChunk<B> {
-    IntChunk {
-        q,
-        scale_lo: scale,
-        scale_hi: scale,
-        offset: 0.0,
-    }
-}
-
 impl IntFormat for Q8_0 {
     const OFFSET: bool = false;
+    const SIGNED: bool = true;
+    const SPAN: usize = 1;
     #[inline(always)]
-    unsafe fn chunk_i8<S: Simd16>(row: *const u8, chunk: usize) -> IntChunk<S::Bytes> {
-        let b = row.add(chunk * Self::BYTES);
-        scaled(S::bytes_load(b.add(2)), f16_scalar::<S>(b))
+    unsafe fn chunk_q<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
+        S::bytes_load(row.add(chunk * Self::BYTES + 2))
+    }
+    #[inline(always)]
+    unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32) {
+        (f16_scalar::<S>(row.add(chunk * Self::BYTES)), 0.0)
     }
 }
 
 impl IntFormat for Q4_0 {
     const OFFSET: bool = false;
+    const SIGNED: bool = true;
+    const SPAN: usize = 8;
     #[inline(always)]
-    unsafe fn chunk_i8<S: Simd16>(row: *const u8, chunk: usize) -> IntChunk<S::Bytes> {
-        let b = row.add(chunk * Self::BYTES);
-        let q = S::bytes_sub(S::bytes_nibbles16(b.add(2)), 8);
-        scaled(q, f16_scalar::<S>(b))
+    unsafe fn chunk_q<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
+        S::bytes_sub(S::bytes_nibbles16(row.add(chunk * Self::BYTES + 2)), 8)
     }
+    #[inline(always)]
+    unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32) {
+        (f16_scalar::<S>(row.add(chunk * Self::BYTES)), 0.0)
+    }
+}
+
+/// The nibbles at `qs` joined with the fifth bits of the little-endian word at `qh`.
+#[inline(always)]
+unsafe fn five_bit_bytes<S: Simd16>(qh: *const u8, qs: *const u8) -> S::Bytes {
+    let word = u32::from_le_bytes([*qh, *qh.add(1), *qh.add(2), *qh.add(3)]);
+    S::bytes_join(S::bytes_nibbles16(qs), S::bytes_where_bits(word, 1))
 }
 
 impl IntFormat for Q5_0 {
     const OFFSET: bool = false;
+    const SIGNED: bool = true;
+    const SPAN: usize = 8;
     #[inline(always)]
-    unsafe fn chunk_i8<S: Simd16>(row: *const u8, chunk: usize) -> IntChunk<S::Bytes> {
+    unsafe fn chunk_q<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
         let b = row.add(chunk * Self::BYTES);
-        let word = u32::from_le_bytes([*b.add(2), *b.add(3), *b.add(4), *b.add(5)]);
-        let q = S::bytes_join(S::bytes_nibbles16(b.add(6)), S::bytes_where_bits(word, 1));
-        scaled(S::bytes_sub(q, 16), f16_scalar::<S>(b))
+        S::bytes_sub(five_bit_bytes::<S>(b.add(2), b.add(6)), 16)
     }
+    #[inline(always)]
+    unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32) {
+        (f16_scalar::<S>(row.add(chunk * Self::BYTES)), 0.0)
+    }
+}
+
+/// `d` and `m` of a Q4_1/Q5_1 block.
+#[inline(always)]
+unsafe fn d_m<S: Simd16>(b: *const u8) -> (f32, f32) {
+    (f16_scalar::<S>(b), f16_scalar::<S>(b.add(2)))
 }
 
 impl IntFormat for Q4_1 {
     const OFFSET: bool = true;
+    const SIGNED: bool = false;
+    const SPAN: usize = 8;
     #[inline(always)]
-    unsafe fn chunk_i8<S: Simd16>(row: *const u8, chunk: usize) -> IntChunk<S::Bytes> {
-        let b = row.add(chunk * Self::BYTES);
-        IntChunk {
-            offset: f16_scalar::<S>(b.add(2)),
-            ..scaled(S::bytes_nibbles16(b.add(4)), f16_scalar::<S>(b))
-        }
+    unsafe fn chunk_q<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
+        S::bytes_nibbles16(row.add(chunk * Self::BYTES + 4))
+    }
+    #[inline(always)]
+    unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32) {
+        d_m::<S>(row.add(chunk * Self::BYTES))
     }
 }
 
 impl IntFormat for Q5_1 {
     const OFFSET: bool = true;
+    const SIGNED: bool = false;
+    const SPAN: usize = 4;
     #[inline(always)]
-    unsafe fn chunk_i8<S: Simd16>(row: *const u8, chunk: usize) -> IntChunk<S::Bytes> {
+    unsafe fn chunk_q<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
         let b = row.add(chunk * Self::BYTES);
-        let word = u32::from_le_bytes([*b.add(4), *b.add(5), *b.add(6), *b.add(7)]);
-        let q = S::bytes_join(S::bytes_nibbles16(b.add(8)), S::bytes_where_bits(word, 1));
-        IntChunk {
-            offset: f16_scalar::<S>(b.add(2)),
-            ..scaled(q, f16_scalar::<S>(b))
-        }
+        five_bit_bytes::<S>(b.add(4), b.add(8))
+    }
+    #[inline(always)]
+    unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32) {
+        d_m::<S>(row.add(chunk * Self::BYTES))
     }
 }
 
-/// Scale `d * sc` and offset `-(dmin * m)` of Q4_K/Q5_K sub-block `j` (the f32 operations of
-/// `decode32`).
+/// Q4_K/Q5_K sub-block `j`'s scale `sc` and min `m` as integers.
+#[inline(always)]
+unsafe fn k_factors(b: *const u8, j: usize) -> (i16, i16) {
+    let (sc, m) = scale_min(b.add(4), j);
+    (sc as i16, m as i16)
+}
+
+/// `d` and `-(dmin * m)` of Q4_K/Q5_K sub-block `j`.
 #[inline(always)]
 unsafe fn k_scale_offset<S: Simd16>(b: *const u8, j: usize) -> (f32, f32) {
-    let (sc, m) = scale_min(b.add(4), j);
-    (f16_scalar::<S>(b) * sc, -(f16_scalar::<S>(b.add(2)) * m))
+    let (_, m) = scale_min(b.add(4), j);
+    (f16_scalar::<S>(b), -(f16_scalar::<S>(b.add(2)) * m))
 }
 
 impl IntFormat for Q4K {
     const OFFSET: bool = true;
+    const SIGNED: bool = false;
+    const SPAN: usize = 8;
     #[inline(always)]
-    unsafe fn chunk_i8<S: Simd16>(row: *const u8, chunk: usize) -> IntChunk<S::Bytes> {
+    unsafe fn chunk_q<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
         let (b, j) = (row.add((chunk / 8) * Self::BYTES), chunk % 8);
-        let (scale, offset) = k_scale_offset::<S>(b, j);
-        let qs = S::bytes_load(b.add(16 + (j / 2) * 32));
-        IntChunk {
-            offset,
-            ..scaled(S::bytes_bits(qs, 4 * (j as u32 % 2), 15), scale)
-        }
+        S::bytes_bits(
+            S::bytes_load(b.add(16 + (j / 2) * 32)),
+            4 * (j as u32 % 2),
+            15,
+        )
+    }
+    #[inline(always)]
+    unsafe fn factors(row: *const u8, chunk: usize) -> [i16; 2] {
+        let (sc, _) = k_factors(row.add((chunk / 8) * Self::BYTES), chunk % 8);
+        [sc, sc]
+    }
+    #[inline(always)]
+    unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32) {
+        k_scale_offset::<S>(row.add((chunk / 8) * Self::BYTES), chunk % 8)
     }
 }
 
 impl IntFormat for Q5K {
     const OFFSET: bool = true;
+    const SIGNED: bool = false;
+    const SPAN: usize = 4;
     #[inline(always)]
-    unsafe fn chunk_i8<S: Simd16>(row: *const u8, chunk: usize) -> IntChunk<S::Bytes> {
+    unsafe fn chunk_q<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
         let (b, j) = (row.add((chunk / 8) * Self::BYTES), chunk % 8);
-        let (scale, offset) = k_scale_offset::<S>(b, j);
         let low = S::bytes_bits(
             S::bytes_load(b.add(48 + (j / 2) * 32)),
             4 * (j as u32 % 2),
             15,
         );
         let high = S::bytes_bits(S::bytes_load(b.add(16)), j as u32, 1);
-        IntChunk {
-            offset,
-            ..scaled(S::bytes_join(low, high), scale)
-        }
+        S::bytes_join(low, high)
+    }
+    #[inline(always)]
+    unsafe fn factors(row: *const u8, chunk: usize) -> [i16; 2] {
+        let (sc, _) = k_factors(row.add((chunk / 8) * Self::BYTES), chunk % 8);
+        [sc, sc]
+    }
+    #[inline(always)]
+    unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32) {
+        k_scale_offset::<S>(row.add((chunk / 8) * Self::BYTES), chunk % 8)
     }
 }
 
 impl IntFormat for Q6K {
     const OFFSET: bool = false;
+    const SIGNED: bool = true;
+    const SPAN: usize = 4;
     #[inline(always)]
-    unsafe fn chunk_i8<S: Simd16>(row: *const u8, chunk: usize) -> IntChunk<S::Bytes> {
+    unsafe fn chunk_q<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
         let (b, g) = (row.add((chunk / 8) * Self::BYTES), chunk % 8);
         let (h, r) = (g / 4, g % 4);
         let low = S::bytes_bits(
@@ -398,13 +452,22 @@ impl IntFormat for Q6K {
             15,
         );
         let high = S::bytes_bits(S::bytes_load(b.add(128 + h * 32)), 2 * r as u32, 3);
+        S::bytes_sub(S::bytes_join(low, high), 32)
+    }
+    #[inline(always)]
+    unsafe fn factors(row: *const u8, chunk: usize) -> [i16; 2] {
+        let (b, g) = (row.add((chunk / 8) * Self::BYTES), chunk % 8);
         let scales = b.add(192) as *const i8;
-        let d = f16_scalar::<S>(b.add(208));
-        IntChunk {
-            q: S::bytes_sub(S::bytes_join(low, high), 32),
-            scale_lo: d * f32::from(*scales.add(2 * g)),
-            scale_hi: d * f32::from(*scales.add(2 * g + 1)),
-            offset: 0.0,
-        }
+        [
+            i16::from(*scales.add(2 * g)),
+            i16::from(*scales.add(2 * g + 1)),
+        ]
+    }
+    #[inline(always)]
+    unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32) {
+        (
+            f16_scalar::<S>(row.add((chunk / 8) * Self::BYTES + 208)),
+            0.0,
+        )
     }
 }
