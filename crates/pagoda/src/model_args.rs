@@ -37,7 +37,7 @@ pub enum QuantDotArg {
     /// The file's weights decoded to f32 and multiplied by f32 activations.
     Exact,
     /// Activations quantized to 8 bits per 32 values and multiplied in integers, as
-    /// llama.cpp does: faster decode, slower prefill, logits a little further from exact.
+    /// llama.cpp does: faster decode and prefill, logits a little further from exact.
     Int8,
 }
 

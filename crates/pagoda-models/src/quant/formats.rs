@@ -388,6 +388,21 @@ unsafe fn k_scale_offset<S: Simd16>(b: *const u8, j: usize) -> (f32, f32) {
     (f16_scalar::<S>(b), -(f16_scalar::<S>(b.add(2)) * m))
 }
 
+/// Q4_K/Q5_K chunks' factors (`sc`, both halves), scale (`d`) and offset (`-(dmin * m)`).
+macro_rules! k_quant_scales {
+    () => {
+        #[inline(always)]
+        unsafe fn factors(row: *const u8, chunk: usize) -> [i16; 2] {
+            let (sc, _) = k_factors(row.add((chunk / 8) * Self::BYTES), chunk % 8);
+            [sc, sc]
+        }
+        #[inline(always)]
+        unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32) {
+            k_scale_offset::<S>(row.add((chunk / 8) * Self::BYTES), chunk % 8)
+        }
+    };
+}
+
 impl IntFormat for Q4K {
     const OFFSET: bool = true;
     const SIGNED: bool = false;
@@ -401,15 +416,7 @@ impl IntFormat for Q4K {
             15,
         )
     }
-    #[inline(always)]
-    unsafe fn factors(row: *const u8, chunk: usize) -> [i16; 2] {
-        let (sc, _) = k_factors(row.add((chunk / 8) * Self::BYTES), chunk % 8);
-        [sc, sc]
-    }
-    #[inline(always)]
-    unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32) {
-        k_scale_offset::<S>(row.add((chunk / 8) * Self::BYTES), chunk % 8)
-    }
+    k_quant_scales!();
 }
 
 impl IntFormat for Q5K {
@@ -427,15 +434,7 @@ impl IntFormat for Q5K {
         let high = S::bytes_bits(S::bytes_load(b.add(16)), j as u32, 1);
         S::bytes_join(low, high)
     }
-    #[inline(always)]
-    unsafe fn factors(row: *const u8, chunk: usize) -> [i16; 2] {
-        let (sc, _) = k_factors(row.add((chunk / 8) * Self::BYTES), chunk % 8);
-        [sc, sc]
-    }
-    #[inline(always)]
-    unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32) {
-        k_scale_offset::<S>(row.add((chunk / 8) * Self::BYTES), chunk % 8)
-    }
+    k_quant_scales!();
 }
 
 impl IntFormat for Q6K {
