@@ -108,7 +108,7 @@ pub trait Simd16: Copy {
     /// Sixteen i16 lanes, 0-7 `lo` and 8-15 `hi`: the integer factors of a chunk's values
     /// 0-15 and 16-31.
     unsafe fn int_halves(lo: i16, hi: i16) -> Self::Bytes;
-    /// A chunk (signed bytes when `SIGNED`, else bytes below 128) for `quad_dots`.
+    /// A chunk (signed bytes when `signed`, else bytes below 128) for `quad_dots`.
     unsafe fn prep(w: Self::Bytes, signed: bool) -> Self::Prep;
     /// A prepared chunk's magnitudes to `abs` and its values to `values` (32 bytes each).
     unsafe fn prep_store(w: Self::Prep, abs: *mut u8, values: *mut u8);
