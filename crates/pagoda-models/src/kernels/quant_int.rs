@@ -249,9 +249,9 @@ unsafe fn tile_kernel<S: Simd16, F: IntFormat, const R: usize, const T: usize>(
                 }};
             }
             let quads = [quad_at!(0), quad_at!(1), quad_at!(2), quad_at!(3)];
-            for j in 0..T {
+            for (j, (row_acc, &token)) in acc.iter_mut().zip(&tokens).enumerate() {
                 let isum = S::ints_from_quads([quads[0][j], quads[1][j], quads[2][j], quads[3][j]]);
-                acc[j][i] = group_step::<S, F>(acc[j][i], isum, scale, offset, tokens[j], g);
+                row_acc[i] = group_step::<S, F>(row_acc[i], isum, scale, offset, token, g);
             }
         }
     }
