@@ -1,7 +1,9 @@
 //! Which instruction set the kernels run on, chosen once per process at run time, so one
 //! portable binary uses what each x86-64 machine has. `PAGODA_KERNELS=scalar|avx2|avx512`
 //! forces a path (tests and benchmarks compare them); a forced path the CPU lacks is refused
-//! with a message rather than crashing on an illegal instruction.
+//! with a message rather than crashing on an illegal instruction. A `-vnni` path is its vector
+//! path plus the byte dot-product instructions (`vpdpbusd`), which only the integer prefill
+//! kernels use; every other kernel runs its vector path's code.
 
 use std::sync::OnceLock;
 
@@ -11,20 +13,42 @@ pub enum Isa {
     Scalar,
     /// AVX2 + FMA + F16C (every x86-64 CPU since 2013-2015).
     Avx2,
+    /// AVX2 with AVX-VNNI (Intel since Alder Lake and Sapphire Rapids, AMD since Zen 5).
+    Avx2Vnni,
     /// AVX-512 F/BW/VL on top of the AVX2 set.
     Avx512,
+    /// AVX-512 with AVX512-VNNI (Intel since Cascade Lake, AMD since Zen 4).
+    Avx512Vnni,
 }
 
 pub const ENV_VAR: &str = "PAGODA_KERNELS";
 
 impl Isa {
-    pub const ALL: [Isa; 3] = [Isa::Scalar, Isa::Avx2, Isa::Avx512];
+    pub const ALL: [Isa; 5] = [
+        Isa::Scalar,
+        Isa::Avx2,
+        Isa::Avx2Vnni,
+        Isa::Avx512,
+        Isa::Avx512Vnni,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Isa::Scalar => "scalar",
             Isa::Avx2 => "avx2",
+            Isa::Avx2Vnni => "avx2-vnni",
             Isa::Avx512 => "avx512",
+            Isa::Avx512Vnni => "avx512-vnni",
+        }
+    }
+
+    /// The path without its dot-product extension: what every kernel but the integer
+    /// prefill runs.
+    pub fn vector(self) -> Isa {
+        match self {
+            Isa::Avx2Vnni => Isa::Avx2,
+            Isa::Avx512Vnni => Isa::Avx512,
+            isa => isa,
         }
     }
 
@@ -49,6 +73,12 @@ impl Isa {
                     && is_x86_feature_detected!("avx512bw")
                     && is_x86_feature_detected!("avx512vl")
             }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2Vnni => Isa::Avx2.is_supported() && is_x86_feature_detected!("avxvnni"),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Vnni => {
+                Isa::Avx512.is_supported() && is_x86_feature_detected!("avx512vnni")
+            }
             #[cfg(not(target_arch = "x86_64"))]
             _ => false,
         }
@@ -56,7 +86,7 @@ impl Isa {
 
     /// The widest path this CPU supports.
     pub fn best() -> Isa {
-        *[Isa::Avx512, Isa::Avx2]
+        *[Isa::Avx512Vnni, Isa::Avx512, Isa::Avx2Vnni, Isa::Avx2]
             .iter()
             .find(|isa| isa.is_supported())
             .unwrap_or(&Isa::Scalar)
@@ -81,7 +111,7 @@ pub fn requested(value: Option<&str>) -> Result<Option<Isa>, String> {
         return Ok(None);
     };
     let isa = Isa::parse(value)
-        .ok_or_else(|| format!("{ENV_VAR}={value}: expected one of scalar, avx2, avx512"))?;
+        .ok_or_else(|| format!("{ENV_VAR}={value}: expected one of {}", names()))?;
     if !isa.is_supported() {
         return Err(format!(
             "{ENV_VAR}={value}: this CPU does not support {isa} (it supports {})",
@@ -93,6 +123,10 @@ pub fn requested(value: Option<&str>) -> Result<Option<Isa>, String> {
         ));
     }
     Ok(Some(isa))
+}
+
+fn names() -> String {
+    Isa::ALL.map(Isa::name).join(", ")
 }
 
 static CHOSEN: OnceLock<Isa> = OnceLock::new();

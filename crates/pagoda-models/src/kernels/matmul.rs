@@ -83,7 +83,7 @@ fn num_tasks(panels: usize, n: usize, isa: Isa, threads: usize) -> usize {
 }
 
 fn gemm_panels(isa: Isa) -> usize {
-    match isa {
+    match isa.vector() {
         Isa::Avx512 => 2,
         _ => 1,
     }

@@ -6,6 +6,11 @@
 //! The arithmetic is the decode tiles' (`quant_int.rs`): the same exact integer sums and the
 //! same `group_step`; each chain's accumulator is stored between groups and reloaded, so
 //! blocking changes no bit.
+//!
+//! On the `-vnni` paths one `vpdpbusd` adds four products of each of 16 chunks into their
+//! 32-bit sums. It multiplies unsigned by signed bytes: unsigned formats' weights are the
+//! unsigned side; signed formats' weights are the signed side against the activations plus
+//! 128, whose share (`128 * sum(f * w)` per chunk, one per row and group) is taken off after.
 
 use std::cell::RefCell;
 
@@ -14,19 +19,27 @@ use super::quant_int::{group_scales, group_step, QuantizedActs, TokenActs, GROUP
 use super::quant_matmul::{Call, Task};
 use super::quant_prefill::{group_size, Line};
 use super::simd::{multiversion, Simd16};
-use crate::quant::formats::IntFormat;
+use super::Isa;
+use crate::quant::formats::{Factors, IntFormat};
 
 /// Tokens per block: their accumulators for 64 rows (256 KiB) stay in L2.
 const TOKEN_BLOCK: usize = 64;
 
 /// One row's decoded group, in lines: the magnitudes (8 lines), the values (8), the integer
-/// factors of values 0-15 and of 16-31 (i16 pairs per chunk), the scales and the offsets.
+/// factors of values 0-15 and of 16-31 (i16 pairs per chunk; i32 with dot products), the
+/// scales, the offsets and, with dot products of a signed format, `128 * sum(f * w)`.
 const ABS: usize = 0;
 const VALUES: usize = 8;
 const FACTORS: usize = 16;
 const SCALES: usize = 18;
 const OFFSETS: usize = 19;
-const ROW_LINES: usize = 20;
+const BIAS: usize = 20;
+const ROW_LINES: usize = 21;
+
+/// Tests set it to run the dot-product tiles on the scalar path (no CPU needed for them).
+#[cfg(test)]
+pub(super) static SCALAR_DOT: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
 
 pub(super) struct Scratch {
     decoded: Vec<Line>,
@@ -53,7 +66,7 @@ struct Block {
 }
 
 pub(super) fn int_prefill_task<F: IntFormat>(
-    isa: super::Isa,
+    isa: Isa,
     rows: &[u8],
     row_bytes: usize,
     call: Call,
@@ -69,6 +82,28 @@ pub(super) fn int_prefill_task<F: IntFormat>(
             .decoded
             .resize(task.num_rows * ROW_LINES, Line::ZERO);
         scratch.acc.resize(TOKEN_BLOCK * task.num_rows, Line::ZERO);
+        // SAFETY: the `-vnni` paths are only chosen on CPUs that have them (`Isa`).
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            match isa {
+                Isa::Avx512Vnni => {
+                    return prefill_avx512_vnni::<F>(rows, row_bytes, call, acts, task, out, scratch)
+                }
+                Isa::Avx2Vnni => {
+                    return prefill_avx2_vnni::<F>(rows, row_bytes, call, acts, task, out, scratch)
+                }
+                _ => {}
+            }
+        }
+        #[cfg(test)]
+        if isa == Isa::Scalar && SCALAR_DOT.load(std::sync::atomic::Ordering::Relaxed) {
+            // SAFETY: as below.
+            return unsafe {
+                prefill::<super::simd::Scalar, F, true>(
+                    rows, row_bytes, call, acts, task, out, scratch,
+                )
+            };
+        }
         int_prefill_on::<F>(isa, rows, row_bytes, call, acts, task, out, scratch)
     })
 }
@@ -76,10 +111,52 @@ pub(super) fn int_prefill_task<F: IntFormat>(
 multiversion!(fn int_prefill_on<F: IntFormat>(
     rows: &[u8], row_bytes: usize, call: Call, acts: &QuantizedActs, task: Task, out: OutPtr,
     scratch: &mut Scratch
-) = prefill);
+) = prefill_without_dot);
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+unsafe fn prefill_avx512_vnni<F: IntFormat>(
+    rows: &[u8],
+    row_bytes: usize,
+    call: Call,
+    acts: &QuantizedActs,
+    task: Task,
+    out: OutPtr,
+    scratch: &mut Scratch,
+) {
+    prefill::<super::simd::Avx512, F, true>(rows, row_bytes, call, acts, task, out, scratch)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+unsafe fn prefill_avx2_vnni<F: IntFormat>(
+    rows: &[u8],
+    row_bytes: usize,
+    call: Call,
+    acts: &QuantizedActs,
+    task: Task,
+    out: OutPtr,
+    scratch: &mut Scratch,
+) {
+    prefill::<super::simd::Avx2, F, true>(rows, row_bytes, call, acts, task, out, scratch)
+}
 
 #[inline(always)]
-unsafe fn prefill<S: Simd16, F: IntFormat>(
+unsafe fn prefill_without_dot<S: Simd16, F: IntFormat>(
+    rows: &[u8],
+    row_bytes: usize,
+    call: Call,
+    acts: &QuantizedActs,
+    task: Task,
+    out: OutPtr,
+    scratch: &mut Scratch,
+) {
+    prefill::<S, F, false>(rows, row_bytes, call, acts, task, out, scratch)
+}
+
+/// `DOT`: the tiles multiply with `Simd16::wide_dot`.
+#[inline(always)]
+unsafe fn prefill<S: Simd16, F: IntFormat, const DOT: bool>(
     rows: &[u8],
     row_bytes: usize,
     call: Call,
@@ -97,7 +174,7 @@ unsafe fn prefill<S: Simd16, F: IntFormat>(
             for r in 0..task.num_rows {
                 let row = rows.as_ptr().add(r * row_bytes);
                 let at = scratch.decoded.as_mut_ptr().add(r * ROW_LINES);
-                decode_group::<S, F>(row, g, chunks, at as *mut u8);
+                decode_group::<S, F, DOT>(row, g, chunks, at as *mut u8);
             }
             let block = Block {
                 decoded: scratch.decoded.as_ptr(),
@@ -110,7 +187,7 @@ unsafe fn prefill<S: Simd16, F: IntFormat>(
                 out: out.0.wrapping_add(t0 * call.stride + task.col),
                 out_stride: call.stride,
             };
-            tiles::<S, F>(block, acts);
+            tiles::<S, F, DOT>(block, acts);
         }
         t0 += tokens;
     }
@@ -118,7 +195,7 @@ unsafe fn prefill<S: Simd16, F: IntFormat>(
 
 /// Group `g` of the row at `row` into the row's lines at `at`; chunks past the row are zeros.
 #[inline(always)]
-unsafe fn decode_group<S: Simd16, F: IntFormat>(
+unsafe fn decode_group<S: Simd16, F: IntFormat, const DOT: bool>(
     row: *const u8,
     g: usize,
     chunks: usize,
@@ -132,6 +209,11 @@ unsafe fn decode_group<S: Simd16, F: IntFormat>(
         let w = S::prep(F::chunk_q::<S>(row, c), F::SIGNED);
         S::prep_store(w, abs[k].as_mut_ptr(), values[k].as_mut_ptr());
         factors[k] = F::factors(row, c);
+        debug_assert!(match F::FACTORS {
+            Factors::One => factors[k] == [1, 1],
+            Factors::PerChunk => factors[k][0] == factors[k][1],
+            Factors::PerHalf => true,
+        });
     }
     let line = |l: usize| at.add(64 * l);
     for k in 0..GROUP {
@@ -146,18 +228,57 @@ unsafe fn decode_group<S: Simd16, F: IntFormat>(
             }
         }
         for (h, &f) in factors[k].iter().enumerate() {
-            let pair = (f as u16 as u32) | ((f as u16 as u32) << 16);
-            std::ptr::write_unaligned(line(FACTORS + h).add(4 * k) as *mut u32, pair);
+            let word = if DOT {
+                f as i32 as u32
+            } else {
+                (f as u16 as u32) | ((f as u16 as u32) << 16)
+            };
+            std::ptr::write_unaligned(line(FACTORS + h).add(4 * k) as *mut u32, word);
         }
+    }
+    if DOT && F::SIGNED {
+        let bytes_128 = S::wide_bias(S::wide_zero());
+        let (mut low, mut high) = (S::ints_zero(), S::ints_zero());
+        for v in 0..4 {
+            low = S::wide_dot(low, bytes_128, S::wide_load(line(VALUES + v)));
+            high = S::wide_dot(high, bytes_128, S::wide_load(line(VALUES + 4 + v)));
+        }
+        let bias = with_factors::<S, F>(low, high, at as *const u8);
+        S::ints_store(bias, line(BIAS) as *mut i32);
     }
     let (scale, offset) = group_scales::<S, F>(row, g, chunks);
     scale.store(line(SCALES) as *mut f32);
     offset.store(line(OFFSETS) as *mut f32);
 }
 
+/// `f_low * low + f_high * high` per chunk, the factors from the row's lines at `lines`.
 #[inline(always)]
-unsafe fn tiles<S: Simd16, F: IntFormat>(b: Block, acts: &QuantizedActs) {
-    let (max_r, max_t) = if S::REGISTERS >= 32 { (4, 4) } else { (1, 4) };
+unsafe fn with_factors<S: Simd16, F: IntFormat>(
+    low: S::Ints,
+    high: S::Ints,
+    lines: *const u8,
+) -> S::Ints {
+    let factors = lines.add(64 * FACTORS) as *const i32;
+    match F::FACTORS {
+        Factors::One => S::ints_add(low, high),
+        Factors::PerChunk => S::ints_mul(S::ints_add(low, high), S::ints_load(factors)),
+        Factors::PerHalf => S::ints_add(
+            S::ints_mul(low, S::ints_load(factors)),
+            S::ints_mul(high, S::ints_load(factors.add(16))),
+        ),
+    }
+}
+
+#[inline(always)]
+unsafe fn tiles<S: Simd16, F: IntFormat, const DOT: bool>(b: Block, acts: &QuantizedActs) {
+    // Halves with their own factors keep two sums per output: fewer outputs per tile.
+    let halves = DOT && F::FACTORS == Factors::PerHalf;
+    let (max_r, max_t) = match (S::REGISTERS >= 32, halves) {
+        (true, false) => (4, 4),
+        (true, true) => (2, 4),
+        (false, false) => (1, 4),
+        (false, true) => (1, 2),
+    };
     let [t_first, tokens] = b.tokens;
     let mut t = 0;
     while t < tokens {
@@ -167,10 +288,11 @@ unsafe fn tiles<S: Simd16, F: IntFormat>(b: Block, acts: &QuantizedActs) {
             let rr = group_size(b.rows - r, max_r);
             macro_rules! go {
                 ($R:literal, $T:literal) => {
-                    if b.first {
-                        tile::<S, F, $R, $T, true>(b, acts, t_first, t, r)
-                    } else {
-                        tile::<S, F, $R, $T, false>(b, acts, t_first, t, r)
+                    match (DOT, b.first) {
+                        (true, true) => tile_dot::<S, F, $R, $T, true>(b, acts, t_first, t, r),
+                        (true, false) => tile_dot::<S, F, $R, $T, false>(b, acts, t_first, t, r),
+                        (false, true) => tile::<S, F, $R, $T, true>(b, acts, t_first, t, r),
+                        (false, false) => tile::<S, F, $R, $T, false>(b, acts, t_first, t, r),
                     }
                 };
             }
@@ -242,11 +364,81 @@ unsafe fn tile<S: Simd16, F: IntFormat, const R: usize, const T: usize, const FI
     }
     for (j, (sums, &token)) in isum.iter().zip(&tokens).enumerate() {
         for (i, (&row, &sum)) in lines.iter().zip(sums).enumerate() {
-            let acc = b.acc.add((t + j) * b.rows + r + i) as *mut f32;
-            let before = if FIRST { S::zero() } else { S::load(acc) };
-            let scale = S::load(row.add(64 * SCALES) as *const f32);
-            let offset = S::load(row.add(64 * OFFSETS) as *const f32);
-            group_step::<S, F>(before, sum, scale, offset, token, b.group).store(acc);
+            step::<S, F, FIRST>(b, t + j, r + i, row, sum, token);
+        }
+    }
+}
+
+/// Adds row `r`'s group sums `sum` for block token `t` to its chains.
+#[inline(always)]
+unsafe fn step<S: Simd16, F: IntFormat, const FIRST: bool>(
+    b: Block,
+    t: usize,
+    r: usize,
+    row: *const u8,
+    sum: S::Ints,
+    token: TokenActs,
+) {
+    let acc = b.acc.add(t * b.rows + r) as *mut f32;
+    let before = if FIRST { S::zero() } else { S::load(acc) };
+    let scale = S::load(row.add(64 * SCALES) as *const f32);
+    let offset = S::load(row.add(64 * OFFSETS) as *const f32);
+    group_step::<S, F>(before, sum, scale, offset, token, b.group).store(acc);
+}
+
+/// `tile` with byte dot products: one accumulator per output (two when the halves have their
+/// own factors), factors and the signed formats' bias applied once per group.
+#[inline(always)]
+unsafe fn tile_dot<S: Simd16, F: IntFormat, const R: usize, const T: usize, const FIRST: bool>(
+    b: Block,
+    acts: &QuantizedActs,
+    t_first: usize,
+    t: usize,
+    r: usize,
+) {
+    let tokens: [TokenActs; T] = std::array::from_fn(|j| acts.token(t_first + t + j));
+    let lines: [*const u8; R] =
+        std::array::from_fn(|i| b.decoded.add((r + i) * ROW_LINES) as *const u8);
+    let weights = if F::SIGNED { VALUES } else { ABS };
+    let halves = F::FACTORS == Factors::PerHalf;
+    let mut low = [[S::ints_zero(); R]; T];
+    let mut dots = [[S::ints_zero(); R]; T];
+    for v in 0..8 {
+        if halves && v == 4 {
+            low = dots;
+            dots = [[S::ints_zero(); R]; T];
+        }
+        let mut w = [S::wide_zero(); R];
+        for (w, &row) in w.iter_mut().zip(&lines) {
+            *w = S::wide_load(row.add(64 * (weights + v)));
+        }
+        for (sums, token) in dots.iter_mut().zip(&tokens) {
+            let x = S::wide_load(token.wide.add(GROUP_BYTES * b.group + 64 * v) as *const u8);
+            if F::SIGNED {
+                let x = S::wide_bias(x);
+                for (sum, &w) in sums.iter_mut().zip(&w) {
+                    *sum = S::wide_dot(*sum, x, w);
+                }
+            } else {
+                for (sum, &w) in sums.iter_mut().zip(&w) {
+                    *sum = S::wide_dot(*sum, w, x);
+                }
+            }
+        }
+    }
+    for (i, &row) in lines.iter().enumerate() {
+        for (j, &token) in tokens.iter().enumerate() {
+            let sum = if halves {
+                with_factors::<S, F>(low[j][i], dots[j][i], row)
+            } else {
+                with_factors::<S, F>(S::ints_zero(), dots[j][i], row)
+            };
+            let sum = if F::SIGNED {
+                S::ints_sub(sum, S::ints_load(row.add(64 * BIAS) as *const i32))
+            } else {
+                sum
+            };
+            step::<S, F, FIRST>(b, t + j, r + i, row, sum, token);
         }
     }
 }

@@ -143,6 +143,19 @@ pub trait Simd16: Copy {
     /// `acc` plus, in lane `k`, the i16 pair sums of bytes `4 k..4 k + 4` times their i16
     /// factors in `factors`.
     unsafe fn wide_widen(acc: Self::Ints, sums: Self::Wide, factors: Self::Wide) -> Self::Ints;
+    /// `acc` plus, in lane `k`, `sum(u[b] * s[b])` over bytes `4 k..4 k + 4`, `u` unsigned and
+    /// `s` signed bytes (`vpdpbusd`: only the `-vnni` paths and the scalar one may call it).
+    unsafe fn wide_dot(acc: Self::Ints, u: Self::Wide, s: Self::Wide) -> Self::Ints;
+    /// Signed bytes plus 128, as unsigned bytes.
+    unsafe fn wide_bias(x: Self::Wide) -> Self::Wide;
+    unsafe fn ints_load(p: *const i32) -> Self::Ints;
+    unsafe fn ints_store(i: Self::Ints, p: *mut i32);
+    /// Per lane, wrapping.
+    unsafe fn ints_add(a: Self::Ints, b: Self::Ints) -> Self::Ints;
+    /// Per lane, wrapping.
+    unsafe fn ints_sub(a: Self::Ints, b: Self::Ints) -> Self::Ints;
+    /// Per lane, the low 32 bits of the product.
+    unsafe fn ints_mul(a: Self::Ints, b: Self::Ints) -> Self::Ints;
     /// One f16 (its bits) as f32.
     unsafe fn f16_to_f32(bits: u16) -> f32;
     /// `a > b ? a : b` per lane (x86 `max` semantics, NaN included, on every path).
@@ -495,6 +508,38 @@ impl Simd16 for Scalar {
         })
     }
     #[inline(always)]
+    unsafe fn wide_dot(acc: Self::Ints, u: Self::Wide, s: Self::Wide) -> Self::Ints {
+        std::array::from_fn(|k| {
+            (4 * k..4 * k + 4).fold(acc[k], |sum, b| {
+                sum.wrapping_add(i32::from(u[b]) * i32::from(s[b] as i8))
+            })
+        })
+    }
+    #[inline(always)]
+    unsafe fn wide_bias(x: Self::Wide) -> Self::Wide {
+        x.map(|b| b ^ 0x80)
+    }
+    #[inline(always)]
+    unsafe fn ints_load(p: *const i32) -> Self::Ints {
+        std::ptr::read_unaligned(p as *const [i32; 16])
+    }
+    #[inline(always)]
+    unsafe fn ints_store(i: Self::Ints, p: *mut i32) {
+        std::ptr::write_unaligned(p as *mut [i32; 16], i)
+    }
+    #[inline(always)]
+    unsafe fn ints_add(a: Self::Ints, b: Self::Ints) -> Self::Ints {
+        std::array::from_fn(|k| a[k].wrapping_add(b[k]))
+    }
+    #[inline(always)]
+    unsafe fn ints_sub(a: Self::Ints, b: Self::Ints) -> Self::Ints {
+        std::array::from_fn(|k| a[k].wrapping_sub(b[k]))
+    }
+    #[inline(always)]
+    unsafe fn ints_mul(a: Self::Ints, b: Self::Ints) -> Self::Ints {
+        std::array::from_fn(|k| a[k].wrapping_mul(b[k]))
+    }
+    #[inline(always)]
     unsafe fn f16_to_f32(bits: u16) -> f32 {
         f16::from_bits(bits).to_f32()
     }
@@ -565,6 +610,28 @@ mod x86 {
         _mm256_castsi256_si128, _mm256_extracti128_si256, _mm256_or_si256, _mm256_set1_epi8,
         _mm256_slli_epi16, _mm256_srl_epi16, _mm256_sub_epi8,
     };
+    use std::arch::x86_64::{
+        _mm256_mullo_epi32, _mm256_sub_epi32, _mm256_xor_si256, _mm512_mullo_epi32,
+        _mm512_set1_epi8, _mm512_storeu_si512, _mm512_sub_epi32, _mm512_xor_si512,
+    };
+
+    /// The byte dot products, in functions of their own because they need the VNNI features
+    /// that only the `-vnni` entry points enable (there they inline).
+    mod vnni {
+        use std::arch::x86_64::{__m256i, __m512i, _mm256_dpbusd_avx_epi32, _mm512_dpbusd_epi32};
+
+        #[inline]
+        #[target_feature(enable = "avx2,avxvnni")]
+        pub(super) unsafe fn dot256(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
+            _mm256_dpbusd_avx_epi32(acc, u, s)
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512vnni")]
+        pub(super) unsafe fn dot512(acc: __m512i, u: __m512i, s: __m512i) -> __m512i {
+            _mm512_dpbusd_epi32(acc, u, s)
+        }
+    }
 
     /// Byte operations on 32 bytes shared by both x86 paths (AVX2 instructions).
     mod bytes {
@@ -1016,6 +1083,39 @@ mod x86 {
             ]
         }
         #[inline(always)]
+        unsafe fn wide_dot(acc: [__m256i; 2], u: [__m256i; 2], s: [__m256i; 2]) -> [__m256i; 2] {
+            [
+                vnni::dot256(acc[0], u[0], s[0]),
+                vnni::dot256(acc[1], u[1], s[1]),
+            ]
+        }
+        #[inline(always)]
+        unsafe fn wide_bias(x: [__m256i; 2]) -> [__m256i; 2] {
+            let bias = _mm256_set1_epi8(-128);
+            [_mm256_xor_si256(x[0], bias), _mm256_xor_si256(x[1], bias)]
+        }
+        #[inline(always)]
+        unsafe fn ints_load(p: *const i32) -> [__m256i; 2] {
+            [bytes::load(p as *const u8), bytes::load(p.add(8) as *const u8)]
+        }
+        #[inline(always)]
+        unsafe fn ints_store(i: [__m256i; 2], p: *mut i32) {
+            _mm256_storeu_si256(p as *mut __m256i, i[0]);
+            _mm256_storeu_si256(p.add(8) as *mut __m256i, i[1]);
+        }
+        #[inline(always)]
+        unsafe fn ints_add(a: [__m256i; 2], b: [__m256i; 2]) -> [__m256i; 2] {
+            [_mm256_add_epi32(a[0], b[0]), _mm256_add_epi32(a[1], b[1])]
+        }
+        #[inline(always)]
+        unsafe fn ints_sub(a: [__m256i; 2], b: [__m256i; 2]) -> [__m256i; 2] {
+            [_mm256_sub_epi32(a[0], b[0]), _mm256_sub_epi32(a[1], b[1])]
+        }
+        #[inline(always)]
+        unsafe fn ints_mul(a: [__m256i; 2], b: [__m256i; 2]) -> [__m256i; 2] {
+            [_mm256_mullo_epi32(a[0], b[0]), _mm256_mullo_epi32(a[1], b[1])]
+        }
+        #[inline(always)]
         unsafe fn max(a: Self, b: Self) -> Self {
             Avx2(_mm256_max_ps(a.0, b.0), _mm256_max_ps(a.1, b.1))
         }
@@ -1187,6 +1287,34 @@ mod x86 {
             _mm512_add_epi32(acc, _mm512_madd_epi16(sums, factors))
         }
         #[inline(always)]
+        unsafe fn wide_dot(acc: __m512i, u: __m512i, s: __m512i) -> __m512i {
+            vnni::dot512(acc, u, s)
+        }
+        #[inline(always)]
+        unsafe fn wide_bias(x: __m512i) -> __m512i {
+            _mm512_xor_si512(x, _mm512_set1_epi8(-128))
+        }
+        #[inline(always)]
+        unsafe fn ints_load(p: *const i32) -> __m512i {
+            _mm512_loadu_si512(p as *const _)
+        }
+        #[inline(always)]
+        unsafe fn ints_store(i: __m512i, p: *mut i32) {
+            _mm512_storeu_si512(p as *mut _, i)
+        }
+        #[inline(always)]
+        unsafe fn ints_add(a: __m512i, b: __m512i) -> __m512i {
+            _mm512_add_epi32(a, b)
+        }
+        #[inline(always)]
+        unsafe fn ints_sub(a: __m512i, b: __m512i) -> __m512i {
+            _mm512_sub_epi32(a, b)
+        }
+        #[inline(always)]
+        unsafe fn ints_mul(a: __m512i, b: __m512i) -> __m512i {
+            _mm512_mullo_epi32(a, b)
+        }
+        #[inline(always)]
         unsafe fn max(a: Self, b: Self) -> Self {
             Avx512(_mm512_max_ps(a.0, b.0))
         }
@@ -1236,7 +1364,7 @@ macro_rules! multiversion {
             // SAFETY: a path is only ever chosen after checking the CPU has it (`Isa`); the
             // kernels' own pointer contracts are upheld by their safe callers.
             unsafe {
-                match isa {
+                match isa.vector() {
                     #[cfg(target_arch = "x86_64")]
                     $crate::kernels::Isa::Avx512 => avx512::<$($g),*>($($arg),*),
                     #[cfg(target_arch = "x86_64")]

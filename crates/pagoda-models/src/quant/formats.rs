@@ -256,6 +256,17 @@ impl Format for Q6K {
 /// multiply them by 8-bit activations in integers (`kernels::quant_int`). Value `i` of a
 /// chunk is `scale * (f(i) * q[i]) + offset`, `f(i)` the chunk's integer factor of values 0-15
 /// or 16-31 (the sub-block scales of K-quants; 1 elsewhere).
+/// Which integer factors a format's chunks carry (`IntFormat::factors`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Factors {
+    /// All 1.
+    One,
+    /// One per chunk (both halves the same).
+    PerChunk,
+    /// One per half chunk of 16 values.
+    PerHalf,
+}
+
 pub trait IntFormat: Format {
     /// Values carry an offset (`d * q + m`, `d * (sc * q) - dmin * m`).
     const OFFSET: bool;
@@ -264,6 +275,8 @@ pub trait IntFormat: Format {
     /// How many vectors of products may add their 16-bit pair sums (`2 * 127 * max |q|`
     /// each) before widening: at most 8, and below 2^15 in all.
     const SPAN: usize;
+    /// What `factors` returns: products may skip factors of 1 and multiply by one per chunk.
+    const FACTORS: Factors = Factors::One;
     /// Chunk `chunk`'s integers `q` of the row at `row`.
     ///
     /// # Safety
@@ -391,6 +404,7 @@ unsafe fn k_scale_offset<S: Simd16>(b: *const u8, j: usize) -> (f32, f32) {
 /// Q4_K/Q5_K chunks' factors (`sc`, both halves), scale (`d`) and offset (`-(dmin * m)`).
 macro_rules! k_quant_scales {
     () => {
+        const FACTORS: Factors = Factors::PerChunk;
         #[inline(always)]
         unsafe fn factors(row: *const u8, chunk: usize) -> [i16; 2] {
             let (sc, _) = k_factors(row.add((chunk / 8) * Self::BYTES), chunk % 8);
@@ -441,6 +455,7 @@ impl IntFormat for Q6K {
     const OFFSET: bool = false;
     const SIGNED: bool = true;
     const SPAN: usize = 4;
+    const FACTORS: Factors = Factors::PerHalf;
     #[inline(always)]
     unsafe fn chunk_q<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
         let (b, g) = (row.add((chunk / 8) * Self::BYTES), chunk % 8);
