@@ -115,7 +115,9 @@ fn load_gguf(path: &Path, options: &LoadOptions) -> Result<(CausalLm, WeightDtyp
     let int_dot = options.quant_dot == QuantDot::Int8;
     let widen = match options.repack {
         // Integer products read Q4_0/Q5_0 bytes as cheaply as Q8_0's.
-        QuantRepack::Auto => !int_dot && crate::kernels::isa().vector() != crate::kernels::Isa::Avx512,
+        QuantRepack::Auto => {
+            !int_dot && crate::kernels::isa().vector() != crate::kernels::Isa::Avx512
+        }
         QuantRepack::Off => false,
         QuantRepack::Q8_0 => true,
     };

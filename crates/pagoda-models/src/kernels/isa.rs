@@ -76,9 +76,7 @@ impl Isa {
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2Vnni => Isa::Avx2.is_supported() && is_x86_feature_detected!("avxvnni"),
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512Vnni => {
-                Isa::Avx512.is_supported() && is_x86_feature_detected!("avx512vnni")
-            }
+            Isa::Avx512Vnni => Isa::Avx512.is_supported() && is_x86_feature_detected!("avx512vnni"),
             #[cfg(not(target_arch = "x86_64"))]
             _ => false,
         }

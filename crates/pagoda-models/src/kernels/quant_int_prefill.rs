@@ -87,7 +87,9 @@ pub(super) fn int_prefill_task<F: IntFormat>(
         unsafe {
             match isa {
                 Isa::Avx512Vnni => {
-                    return prefill_avx512_vnni::<F>(rows, row_bytes, call, acts, task, out, scratch)
+                    return prefill_avx512_vnni::<F>(
+                        rows, row_bytes, call, acts, task, out, scratch,
+                    )
                 }
                 Isa::Avx2Vnni => {
                     return prefill_avx2_vnni::<F>(rows, row_bytes, call, acts, task, out, scratch)

@@ -508,7 +508,10 @@ mod tests {
             let mut got = vec![f32::NAN; n * rows];
             quant_matmul_with(Isa::Scalar, &w, &x, n, &mut got);
             SCALAR_DOT.store(false, Ordering::Relaxed);
-            let same = got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits());
+            let same = got
+                .iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
             assert!(same, "{tensor_type}");
         }
     }

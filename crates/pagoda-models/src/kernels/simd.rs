@@ -1096,7 +1096,10 @@ mod x86 {
         }
         #[inline(always)]
         unsafe fn ints_load(p: *const i32) -> [__m256i; 2] {
-            [bytes::load(p as *const u8), bytes::load(p.add(8) as *const u8)]
+            [
+                bytes::load(p as *const u8),
+                bytes::load(p.add(8) as *const u8),
+            ]
         }
         #[inline(always)]
         unsafe fn ints_store(i: [__m256i; 2], p: *mut i32) {
@@ -1113,7 +1116,10 @@ mod x86 {
         }
         #[inline(always)]
         unsafe fn ints_mul(a: [__m256i; 2], b: [__m256i; 2]) -> [__m256i; 2] {
-            [_mm256_mullo_epi32(a[0], b[0]), _mm256_mullo_epi32(a[1], b[1])]
+            [
+                _mm256_mullo_epi32(a[0], b[0]),
+                _mm256_mullo_epi32(a[1], b[1]),
+            ]
         }
         #[inline(always)]
         unsafe fn max(a: Self, b: Self) -> Self {
