@@ -327,6 +327,20 @@ unsafe fn tiles<S: Simd16, F: IntFormat, const DOT: bool>(b: Block, acts: &Quant
     }
 }
 
+/// The activations of call tokens `first..first + T` and the lines of block rows `r..r + R`.
+#[inline(always)]
+unsafe fn tile_inputs<const R: usize, const T: usize>(
+    b: Block,
+    acts: &QuantizedActs,
+    first: usize,
+    r: usize,
+) -> ([TokenActs; T], [*const u8; R]) {
+    (
+        std::array::from_fn(|j| acts.token(first + j)),
+        std::array::from_fn(|i| b.decoded.add((r + i) * ROW_LINES) as *const u8),
+    )
+}
+
 /// Rows `r..r + R` x tokens `t..t + T` of the block (token `t` is `t_first + t` of the call).
 #[inline(always)]
 unsafe fn tile<S: Simd16, F: IntFormat, const R: usize, const T: usize, const FIRST: bool>(
@@ -336,9 +350,7 @@ unsafe fn tile<S: Simd16, F: IntFormat, const R: usize, const T: usize, const FI
     t: usize,
     r: usize,
 ) {
-    let tokens: [TokenActs; T] = std::array::from_fn(|j| acts.token(t_first + t + j));
-    let lines: [*const u8; R] =
-        std::array::from_fn(|i| b.decoded.add((r + i) * ROW_LINES) as *const u8);
+    let (tokens, lines) = tile_inputs::<R, T>(b, acts, t_first + t, r);
     // Pair sums add in 16 bits over `F::SPAN` vectors, then widen once with the factors.
     let mut isum = [[S::ints_zero(); R]; T];
     for first in (0..8).step_by(F::SPAN) {
@@ -398,9 +410,7 @@ unsafe fn tile_dot<S: Simd16, F: IntFormat, const R: usize, const T: usize, cons
     t: usize,
     r: usize,
 ) {
-    let tokens: [TokenActs; T] = std::array::from_fn(|j| acts.token(t_first + t + j));
-    let lines: [*const u8; R] =
-        std::array::from_fn(|i| b.decoded.add((r + i) * ROW_LINES) as *const u8);
+    let (tokens, lines) = tile_inputs::<R, T>(b, acts, t_first + t, r);
     let weights = if F::SIGNED { VALUES } else { ABS };
     let halves = F::FACTORS == Factors::PerHalf;
     let mut low = [[S::ints_zero(); R]; T];
