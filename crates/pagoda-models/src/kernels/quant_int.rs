@@ -20,7 +20,7 @@ use super::matmul::OutPtr;
 use super::quant_matmul::{Call, Task, DECODE_TOKENS};
 use super::quant_prefill::group_size;
 use super::simd::{multiversion, prefetch, Simd16};
-use crate::quant::formats::IntFormat;
+use crate::quant::formats::{Factors, IntFormat};
 
 /// Chunks of 32 values per group: one lane each.
 pub(super) const GROUP: usize = 16;
@@ -122,7 +122,80 @@ fn quantize_chunk(x: &[f32], q: &mut [i8]) -> (f32, f32) {
 
 multiversion!(fn int_task<F: IntFormat>(
     rows: &[u8], row_bytes: usize, call: Call, acts: &QuantizedActs, task: Task, out: OutPtr
-) = sweep);
+) = sweep_without_dot);
+
+#[inline(always)]
+unsafe fn sweep_without_dot<S: Simd16, F: IntFormat>(
+    rows: &[u8],
+    row_bytes: usize,
+    call: Call,
+    acts: &QuantizedActs,
+    task: Task,
+    out: OutPtr,
+) {
+    sweep::<S, F, false>(rows, row_bytes, call, acts, task, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+unsafe fn decode_avx512_vnni<F: IntFormat>(
+    rows: &[u8],
+    row_bytes: usize,
+    call: Call,
+    acts: &QuantizedActs,
+    task: Task,
+    out: OutPtr,
+) {
+    sweep::<super::simd::Avx512, F, true>(rows, row_bytes, call, acts, task, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+unsafe fn decode_avx2_vnni<F: IntFormat>(
+    rows: &[u8],
+    row_bytes: usize,
+    call: Call,
+    acts: &QuantizedActs,
+    task: Task,
+    out: OutPtr,
+) {
+    sweep::<super::simd::Avx2, F, true>(rows, row_bytes, call, acts, task, out)
+}
+
+/// Decode on `isa`, the `-vnni` paths with `vpdpbusd`.
+fn decode_task<F: IntFormat>(
+    isa: super::Isa,
+    rows: &[u8],
+    row_bytes: usize,
+    call: Call,
+    acts: &QuantizedActs,
+    task: Task,
+    out: OutPtr,
+) {
+    // SAFETY: the `-vnni` paths are only chosen on CPUs that have them (`Isa`).
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        match isa {
+            super::Isa::Avx512Vnni => {
+                return decode_avx512_vnni::<F>(rows, row_bytes, call, acts, task, out)
+            }
+            super::Isa::Avx2Vnni => {
+                return decode_avx2_vnni::<F>(rows, row_bytes, call, acts, task, out)
+            }
+            _ => {}
+        }
+    }
+    #[cfg(test)]
+    if isa == super::Isa::Scalar
+        && super::quant_int_prefill::SCALAR_DOT.load(std::sync::atomic::Ordering::Relaxed)
+    {
+        // SAFETY: as in `int_task`; the scalar path has every operation.
+        return unsafe {
+            sweep::<super::simd::Scalar, F, true>(rows, row_bytes, call, acts, task, out)
+        };
+    }
+    int_task::<F>(isa, rows, row_bytes, call, acts, task, out)
+}
 
 /// Multiplies rows `task` of one part (`rows` holds exactly them) by every token.
 pub(super) fn int_rows_task<F: IntFormat>(
@@ -146,14 +219,14 @@ pub(super) fn int_rows_task<F: IntFormat>(
     if call.n > DECODE_TOKENS {
         super::quant_int_prefill::int_prefill_task::<F>(isa, rows, row_bytes, call, acts, task, out)
     } else {
-        int_task::<F>(isa, rows, row_bytes, call, acts, task, out)
+        decode_task::<F>(isa, rows, row_bytes, call, acts, task, out)
     }
 }
 
 /// Token tiles outermost (a tile's activations stay in L1 while the task's rows pass; the
 /// rows, at most 64, stay in L2).
 #[inline(always)]
-unsafe fn sweep<S: Simd16, F: IntFormat>(
+unsafe fn sweep<S: Simd16, F: IntFormat, const DOT: bool>(
     rows: &[u8],
     row_bytes: usize,
     call: Call,
@@ -181,9 +254,9 @@ unsafe fn sweep<S: Simd16, F: IntFormat>(
             macro_rules! go {
                 ($R:literal) => {
                     match tt {
-                        3 => tile_kernel::<S, F, $R, 3>(tile, call, acts, t, out),
-                        2 => tile_kernel::<S, F, $R, 2>(tile, call, acts, t, out),
-                        _ => tile_kernel::<S, F, $R, 1>(tile, call, acts, t, out),
+                        3 => tile_kernel::<S, F, DOT, $R, 3>(tile, call, acts, t, out),
+                        2 => tile_kernel::<S, F, DOT, $R, 2>(tile, call, acts, t, out),
+                        _ => tile_kernel::<S, F, DOT, $R, 1>(tile, call, acts, t, out),
                     }
                 };
             }
@@ -207,7 +280,7 @@ struct Tile {
 }
 
 #[inline(always)]
-unsafe fn tile_kernel<S: Simd16, F: IntFormat, const R: usize, const T: usize>(
+unsafe fn tile_kernel<S: Simd16, F: IntFormat, const DOT: bool, const R: usize, const T: usize>(
     tile: Tile,
     call: Call,
     acts: &QuantizedActs,
@@ -225,9 +298,23 @@ unsafe fn tile_kernel<S: Simd16, F: IntFormat, const R: usize, const T: usize>(
         .next_multiple_of(64);
     let mut ahead = tile.rows.wrapping_add(tile_bytes);
     for g in 0..acts.groups {
+        // Every row's scales first: a vector load right after the scalar stores that wrote
+        // it would wait for them to reach the cache.
+        let mut scales = [[0.0f32; GROUP]; R];
+        let mut offsets = [[0.0f32; GROUP]; R];
         for i in 0..R {
             let row = tile.rows.add(i * tile.row_bytes);
-            let (scale, offset) = group_scales::<S, F>(row, g, chunks);
+            let (scale, offset) = (scales[i].as_mut_ptr(), offsets[i].as_mut_ptr());
+            group_scales_into::<S, F>(row, g, chunks, scale, offset);
+        }
+        for i in 0..R {
+            let row = tile.rows.add(i * tile.row_bytes);
+            let scale = S::load(scales[i].as_ptr());
+            let offset = if F::OFFSET {
+                S::load(offsets[i].as_ptr())
+            } else {
+                S::zero()
+            };
             // Spelled out, not a loop: indexed quads went through the stack, and a 256-bit
             // load of two 128-bit stores stalls.
             macro_rules! quad_at {
@@ -241,10 +328,10 @@ unsafe fn tile_kernel<S: Simd16, F: IntFormat, const R: usize, const T: usize>(
                     let first = GROUP * g + 4 * $q;
                     match chunks.saturating_sub(first) {
                         0 => [S::quad_zero(); T],
-                        1 => quad::<S, F, T, 1>(row, first, &tokens),
-                        2 => quad::<S, F, T, 2>(row, first, &tokens),
-                        3 => quad::<S, F, T, 3>(row, first, &tokens),
-                        _ => quad::<S, F, T, 4>(row, first, &tokens),
+                        1 => quad::<S, F, DOT, T, 1>(row, first, &tokens),
+                        2 => quad::<S, F, DOT, T, 2>(row, first, &tokens),
+                        3 => quad::<S, F, DOT, T, 3>(row, first, &tokens),
+                        _ => quad::<S, F, DOT, T, 4>(row, first, &tokens),
                     }
                 }};
             }
@@ -263,15 +350,30 @@ unsafe fn tile_kernel<S: Simd16, F: IntFormat, const R: usize, const T: usize>(
 }
 
 /// The totals of chunks `first..first + N` (`N <= 4`; zeros after) of the row at `row`, per
-/// token.
+/// token; with `DOT` by `vpdpbusd`, the factors applied to the totals of half chunks.
 #[inline(always)]
-unsafe fn quad<S: Simd16, F: IntFormat, const T: usize, const N: usize>(
+unsafe fn quad<S: Simd16, F: IntFormat, const DOT: bool, const T: usize, const N: usize>(
     row: *const u8,
     first: usize,
     tokens: &[TokenActs; T],
 ) -> [S::Quad; T] {
     // Loops, not closures: a closure is compiled without the path's target features.
     let mut w = [S::prep(S::bytes_zero(), F::SIGNED); 4];
+    if DOT {
+        let mut factors = [[1i16; 2]; 4];
+        for k in 0..N {
+            w[k] = S::prep(F::chunk_q::<S>(row, first + k), F::SIGNED);
+            if F::FACTORS != Factors::One {
+                factors[k] = F::factors(row, first + k);
+            }
+        }
+        let scaled = F::FACTORS != Factors::One;
+        let mut sums = [S::quad_zero(); T];
+        for (sum, token) in sums.iter_mut().zip(tokens) {
+            *sum = S::quad_dots_vnni(w, factors, token.q.add(32 * first), F::SIGNED, scaled);
+        }
+        return sums;
+    }
     let mut factors = [S::int_halves(1, 1); 4];
     for k in 0..N {
         w[k] = S::prep(F::chunk_q::<S>(row, first + k), F::SIGNED);
@@ -285,24 +387,24 @@ unsafe fn quad<S: Simd16, F: IntFormat, const T: usize, const N: usize>(
     sums
 }
 
-/// Group `g`'s scales and offsets of the row at `row` (zeros past its `chunks`).
+/// Group `g`'s scales and, for formats with an offset, offsets of the row at `row` (zeros
+/// past its `chunks`), to 16 floats at `scale` and at `offset`.
 #[inline(always)]
-pub(super) unsafe fn group_scales<S: Simd16, F: IntFormat>(
+pub(super) unsafe fn group_scales_into<S: Simd16, F: IntFormat>(
     row: *const u8,
     g: usize,
     chunks: usize,
-) -> (S, S) {
-    let (mut scale, mut offset) = ([0.0f32; GROUP], [0.0f32; GROUP]);
-    if chunks >= GROUP * g + GROUP {
-        for k in 0..GROUP {
-            (scale[k], offset[k]) = F::scale_offset::<S>(row, GROUP * g + k);
-        }
-    } else {
-        for c in GROUP * g..chunks {
-            (scale[c % GROUP], offset[c % GROUP]) = F::scale_offset::<S>(row, c);
+    scale: *mut f32,
+    offset: *mut f32,
+) {
+    let count = chunks.saturating_sub(GROUP * g).min(GROUP);
+    F::scales_into::<S>(row, GROUP * g, count, scale, offset);
+    for k in count..GROUP {
+        *scale.add(k) = 0.0;
+        if F::OFFSET {
+            *offset.add(k) = 0.0;
         }
     }
-    (S::load(scale.as_ptr()), S::load(offset.as_ptr()))
 }
 
 /// One output's chains after group `g` of one token: the definition's step, shared by the

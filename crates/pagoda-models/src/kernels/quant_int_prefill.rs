@@ -15,7 +15,9 @@
 use std::cell::RefCell;
 
 use super::matmul::OutPtr;
-use super::quant_int::{group_scales, group_step, QuantizedActs, TokenActs, GROUP, GROUP_BYTES};
+use super::quant_int::{
+    group_scales_into, group_step, QuantizedActs, TokenActs, GROUP, GROUP_BYTES,
+};
 use super::quant_matmul::{Call, Task};
 use super::quant_prefill::{group_size, Line};
 use super::simd::{multiversion, Simd16};
@@ -248,9 +250,13 @@ unsafe fn decode_group<S: Simd16, F: IntFormat, const DOT: bool>(
         let bias = with_factors::<S, F>(low, high, at as *const u8);
         S::ints_store(bias, line(BIAS) as *mut i32);
     }
-    let (scale, offset) = group_scales::<S, F>(row, g, chunks);
-    scale.store(line(SCALES) as *mut f32);
-    offset.store(line(OFFSETS) as *mut f32);
+    group_scales_into::<S, F>(
+        row,
+        g,
+        chunks,
+        line(SCALES) as *mut f32,
+        line(OFFSETS) as *mut f32,
+    );
 }
 
 /// `f_low * low + f_high * high` per chunk, the factors from the row's lines at `lines`.
@@ -396,7 +402,12 @@ unsafe fn step<S: Simd16, F: IntFormat, const FIRST: bool>(
     let acc = b.acc.add(t * b.rows + r) as *mut f32;
     let before = if FIRST { S::zero() } else { S::load(acc) };
     let scale = S::load(row.add(64 * SCALES) as *const f32);
-    let offset = S::load(row.add(64 * OFFSETS) as *const f32);
+    // Formats without offsets leave their line unwritten (`group_scales_into`).
+    let offset = if F::OFFSET {
+        S::load(row.add(64 * OFFSETS) as *const f32)
+    } else {
+        S::zero()
+    };
     group_step::<S, F>(before, sum, scale, offset, token, b.group).store(acc);
 }
 

@@ -490,29 +490,32 @@ mod tests {
 
     #[test]
     fn dot_product_tiles_give_the_bits_of_the_others_on_any_cpu() {
-        // The `-vnni` paths' tiles, run with the scalar path's `wide_dot`, so that a CPU
-        // without VNNI checks them too. Other tests running meanwhile may take them as well:
-        // they must give the same bits.
+        // The `-vnni` paths' tiles (decode: 1 and 2 tokens; prefill: 19), run with the scalar
+        // path's `wide_dot` and `quad_dots_vnni`, so that a CPU without VNNI checks them too.
+        // Other tests running meanwhile may take them as well: they must give the same bits.
         use super::super::quant_int_prefill::SCALAR_DOT;
         use std::sync::atomic::Ordering;
-        let (rows, cols, n) = (9, 1280, 19);
+        let (rows, cols) = (9, 1280);
         for tensor_type in TYPES {
             if !QuantPart::has_int_dot(tensor_type) || cols % tensor_type.block().unwrap().0 != 0 {
                 continue;
             }
-            let w = QuantMatrix::new(random_part(tensor_type, rows, cols, 3).with_int_dot(true));
-            let x = activations(n * cols, 11);
-            let mut want = vec![f32::NAN; n * rows];
-            quant_matmul_with(Isa::Scalar, &w, &x, n, &mut want);
-            SCALAR_DOT.store(true, Ordering::Relaxed);
-            let mut got = vec![f32::NAN; n * rows];
-            quant_matmul_with(Isa::Scalar, &w, &x, n, &mut got);
-            SCALAR_DOT.store(false, Ordering::Relaxed);
-            let same = got
-                .iter()
-                .zip(&want)
-                .all(|(a, b)| a.to_bits() == b.to_bits());
-            assert!(same, "{tensor_type}");
+            for n in [1, 2, 19] {
+                let w =
+                    QuantMatrix::new(random_part(tensor_type, rows, cols, 3).with_int_dot(true));
+                let x = activations(n * cols, 11);
+                let mut want = vec![f32::NAN; n * rows];
+                quant_matmul_with(Isa::Scalar, &w, &x, n, &mut want);
+                SCALAR_DOT.store(true, Ordering::Relaxed);
+                let mut got = vec![f32::NAN; n * rows];
+                quant_matmul_with(Isa::Scalar, &w, &x, n, &mut got);
+                SCALAR_DOT.store(false, Ordering::Relaxed);
+                let same = got
+                    .iter()
+                    .zip(&want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{tensor_type}, {n} tokens");
+            }
         }
     }
 

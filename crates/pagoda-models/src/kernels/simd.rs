@@ -121,6 +121,16 @@ pub trait Simd16: Copy {
         x: *const i8,
         signed: bool,
     ) -> Self::Quad;
+    /// `quad_dots` by `vpdpbusd` (only the `-vnni` paths and the scalar one may call it), with
+    /// chunk `k`'s factors `factors[k]` (values 0-15, 16-31) applied to its two half totals
+    /// when `scaled`, else 1.
+    unsafe fn quad_dots_vnni(
+        w: [Self::Prep; 4],
+        factors: [[i16; 2]; 4],
+        x: *const i8,
+        signed: bool,
+        scaled: bool,
+    ) -> Self::Quad;
     /// Quad `q`'s totals in lanes `4 q..4 q + 4`.
     unsafe fn ints_from_quads(q: [Self::Quad; 4]) -> Self::Ints;
     unsafe fn ints_zero() -> Self::Ints;
@@ -450,6 +460,28 @@ impl Simd16 for Scalar {
         })
     }
     #[inline(always)]
+    unsafe fn quad_dots_vnni(
+        w: [Self::Prep; 4],
+        factors: [[i16; 2]; 4],
+        x: *const i8,
+        signed: bool,
+        scaled: bool,
+    ) -> Self::Quad {
+        std::array::from_fn(|k| {
+            let half = |h: usize| -> i32 {
+                let total: i32 = (16 * h..16 * h + 16)
+                    .map(|i| weight(signed, w[k][i]) * i32::from(*x.add(32 * k + i)))
+                    .sum();
+                if scaled {
+                    total * i32::from(factors[k][h])
+                } else {
+                    total
+                }
+            };
+            half(0) + half(1)
+        })
+    }
+    #[inline(always)]
     unsafe fn ints_from_quads(q: [Self::Quad; 4]) -> Self::Ints {
         std::array::from_fn(|l| q[l / 4][l % 4])
     }
@@ -618,12 +650,20 @@ mod x86 {
     /// The byte dot products, in functions of their own because they need the VNNI features
     /// that only the `-vnni` entry points enable (there they inline).
     mod vnni {
-        use std::arch::x86_64::{__m256i, __m512i, _mm256_dpbusd_avx_epi32, _mm512_dpbusd_epi32};
+        use std::arch::x86_64::{
+            __m256i, __m512i, _mm256_dpbusd_avx_epi32, _mm256_dpbusd_epi32, _mm512_dpbusd_epi32,
+        };
 
         #[inline]
         #[target_feature(enable = "avx2,avxvnni")]
         pub(super) unsafe fn dot256(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
             _mm256_dpbusd_avx_epi32(acc, u, s)
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512vl,avx512vnni")]
+        pub(super) unsafe fn dot256_evex(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
+            _mm256_dpbusd_epi32(acc, u, s)
         }
 
         #[inline]
@@ -644,8 +684,8 @@ mod x86 {
         };
         use std::arch::x86_64::{
             _mm256_abs_epi8, _mm256_castsi256_si128, _mm256_extracti128_si256, _mm256_hadd_epi32,
-            _mm256_madd_epi16, _mm256_maddubs_epi16, _mm256_sign_epi8, _mm_add_epi32,
-            _mm_set1_epi16,
+            _mm256_madd_epi16, _mm256_maddubs_epi16, _mm256_mullo_epi32, _mm256_setr_epi32,
+            _mm256_setzero_si256, _mm256_sign_epi8, _mm_add_epi32, _mm_set1_epi16,
         };
 
         #[inline(always)]
@@ -729,6 +769,52 @@ mod x86 {
                 _mm256_hadd_epi32(dot!(0), dot!(1)),
                 _mm256_hadd_epi32(dot!(2), dot!(3)),
             );
+            _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h))
+        }
+        /// As `quad_dots`, each chunk's products summed by one `vpdpbusd` (the EVEX one with
+        /// `EVEX`, else AVX-VNNI's); the tree leaves the chunks' first-half totals in the low
+        /// 128 bits and second-half ones in the high, where the factors multiply them.
+        #[inline(always)]
+        pub unsafe fn quad_dots_vnni<const EVEX: bool>(
+            w: [(__m256i, __m256i); 4],
+            factors: [[i16; 2]; 4],
+            x: *const i8,
+            signed: bool,
+            scaled: bool,
+        ) -> __m128i {
+            macro_rules! dot {
+                ($k:literal) => {{
+                    let x = _mm256_loadu_si256(x.add(32 * $k) as *const __m256i);
+                    let x = if signed {
+                        _mm256_sign_epi8(x, w[$k].1)
+                    } else {
+                        x
+                    };
+                    if EVEX {
+                        super::vnni::dot256_evex(_mm256_setzero_si256(), w[$k].0, x)
+                    } else {
+                        super::vnni::dot256(_mm256_setzero_si256(), w[$k].0, x)
+                    }
+                }};
+            }
+            let mut h = _mm256_hadd_epi32(
+                _mm256_hadd_epi32(dot!(0), dot!(1)),
+                _mm256_hadd_epi32(dot!(2), dot!(3)),
+            );
+            if scaled {
+                let f = factors;
+                let f = _mm256_setr_epi32(
+                    f[0][0].into(),
+                    f[1][0].into(),
+                    f[2][0].into(),
+                    f[3][0].into(),
+                    f[0][1].into(),
+                    f[1][1].into(),
+                    f[2][1].into(),
+                    f[3][1].into(),
+                );
+                h = _mm256_mullo_epi32(h, f);
+            }
             _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h))
         }
     }
@@ -1023,6 +1109,16 @@ mod x86 {
             bytes::where_bits(word, v)
         }
         #[inline(always)]
+        unsafe fn quad_dots_vnni(
+            w: [(__m256i, __m256i); 4],
+            factors: [[i16; 2]; 4],
+            x: *const i8,
+            signed: bool,
+            scaled: bool,
+        ) -> __m128i {
+            bytes::quad_dots_vnni::<false>(w, factors, x, signed, scaled)
+        }
+        #[inline(always)]
         unsafe fn ints_from_quads(q: [__m128i; 4]) -> [__m256i; 2] {
             [_mm256_set_m128i(q[1], q[0]), _mm256_set_m128i(q[3], q[2])]
         }
@@ -1246,6 +1342,16 @@ mod x86 {
         #[inline(always)]
         unsafe fn bytes_where_bits(word: u32, v: u8) -> __m256i {
             _mm256_maskz_set1_epi8(word, v as i8)
+        }
+        #[inline(always)]
+        unsafe fn quad_dots_vnni(
+            w: [(__m256i, __m256i); 4],
+            factors: [[i16; 2]; 4],
+            x: *const i8,
+            signed: bool,
+            scaled: bool,
+        ) -> __m128i {
+            bytes::quad_dots_vnni::<true>(w, factors, x, signed, scaled)
         }
         #[inline(always)]
         unsafe fn ints_from_quads(q: [__m128i; 4]) -> __m512i {

@@ -164,6 +164,13 @@ impl Format for Q5_1 {
 /// six bits each, the high two bits of sub-blocks 4-7 kept in the top of bytes 0-7.
 #[inline(always)]
 unsafe fn scale_min(scales: *const u8, j: usize) -> (f32, f32) {
+    let (sc, m) = scale_min_ints(scales, j);
+    (f32::from(sc), f32::from(m))
+}
+
+/// `scale_min` as the 6-bit integers.
+#[inline(always)]
+unsafe fn scale_min_ints(scales: *const u8, j: usize) -> (u8, u8) {
     let s = |i: usize| *scales.add(i);
     let (sc, m) = if j < 4 {
         (s(j) & 63, s(j + 4) & 63)
@@ -173,7 +180,7 @@ unsafe fn scale_min(scales: *const u8, j: usize) -> (f32, f32) {
             (s(j + 4) >> 4) | ((s(j) >> 2) & 0x30),
         )
     };
-    (f32::from(sc), f32::from(m))
+    (sc, m)
 }
 
 /// Super-blocks of 256: `[d: f16][dmin: f16][scales: 12][qs: 128]`, eight sub-blocks of 32;
@@ -295,6 +302,73 @@ pub trait IntFormat: Format {
     /// # Safety
     /// As `Format::decode32`.
     unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32);
+    /// `scale_offset` of chunks `first..first + count` to `scale[k]` and, with `OFFSET`,
+    /// `offset[k]` (formats with fields shared by a super-block decode them once).
+    ///
+    /// # Safety
+    /// As `Format::decode32`, and `scale` and `offset` hold `count` floats.
+    #[inline(always)]
+    unsafe fn scales_into<S: Simd16>(
+        row: *const u8,
+        first: usize,
+        count: usize,
+        scale: *mut f32,
+        offset: *mut f32,
+    ) {
+        for k in 0..count {
+            let (s, o) = Self::scale_offset::<S>(row, first + k);
+            *scale.add(k) = s;
+            if Self::OFFSET {
+                *offset.add(k) = o;
+            }
+        }
+    }
+}
+
+/// `scales_into` for super-blocks of 8 chunks, their fields decoded once per super-block:
+/// the scale `d` at byte `D_AT`; with `K_MINS` (Q4_K/Q5_K) the offsets `-(dmin * m)`, `dmin`
+/// after `d` and `m` in the packed scales at byte 4, else offsets untouched.
+#[inline(always)]
+unsafe fn super_block_scales_into<S: Simd16, const D_AT: usize, const K_MINS: bool>(
+    row: *const u8,
+    block_bytes: usize,
+    first: usize,
+    count: usize,
+    scale: *mut f32,
+    offset: *mut f32,
+) {
+    let mut k = 0;
+    while k < count {
+        let chunk = first + k;
+        let b = row.add((chunk / 8) * block_bytes);
+        let d = f16_scalar::<S>(b.add(D_AT));
+        let mut offsets = [0.0f32; 8];
+        if K_MINS {
+            let dmin = f16_scalar::<S>(b.add(2));
+            for (j, m) in k_mins(b.add(4)).into_iter().enumerate() {
+                offsets[j] = -(dmin * f32::from(m));
+            }
+        }
+        let n = (count - k).min(8 - chunk % 8);
+        for j in 0..n {
+            *scale.add(k + j) = d;
+            if K_MINS {
+                *offset.add(k + j) = offsets[chunk % 8 + j];
+            }
+        }
+        k += n;
+    }
+}
+
+/// The eight 6-bit mins `m` of the 12 packed bytes at `scales` (as `scale_min`), four at a
+/// time in a word.
+#[inline(always)]
+unsafe fn k_mins(scales: *const u8) -> [u8; 8] {
+    let word =
+        |at: usize| u32::from_le_bytes(std::ptr::read_unaligned(scales.add(at) as *const [u8; 4]));
+    let low = word(4) & 0x3F3F_3F3F;
+    let high = ((word(8) >> 4) & 0x0F0F_0F0F) | ((word(4) >> 2) & 0x3030_3030);
+    (u64::from(low) | (u64::from(high) << 32)).to_le_bytes()
 }
 
 #[inline(always)]
@@ -390,8 +464,8 @@ impl IntFormat for Q5_1 {
 /// Q4_K/Q5_K sub-block `j`'s scale `sc` and min `m` as integers.
 #[inline(always)]
 unsafe fn k_factors(b: *const u8, j: usize) -> (i16, i16) {
-    let (sc, m) = scale_min(b.add(4), j);
-    (sc as i16, m as i16)
+    let (sc, m) = scale_min_ints(b.add(4), j);
+    (sc.into(), m.into())
 }
 
 /// `d` and `-(dmin * m)` of Q4_K/Q5_K sub-block `j`.
@@ -413,6 +487,16 @@ macro_rules! k_quant_scales {
         #[inline(always)]
         unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32) {
             k_scale_offset::<S>(row.add((chunk / 8) * Self::BYTES), chunk % 8)
+        }
+        #[inline(always)]
+        unsafe fn scales_into<S: Simd16>(
+            row: *const u8,
+            first: usize,
+            count: usize,
+            scale: *mut f32,
+            offset: *mut f32,
+        ) {
+            super_block_scales_into::<S, 0, true>(row, Self::BYTES, first, count, scale, offset)
         }
     };
 }
@@ -483,5 +567,15 @@ impl IntFormat for Q6K {
             f16_scalar::<S>(row.add((chunk / 8) * Self::BYTES + 208)),
             0.0,
         )
+    }
+    #[inline(always)]
+    unsafe fn scales_into<S: Simd16>(
+        row: *const u8,
+        first: usize,
+        count: usize,
+        scale: *mut f32,
+        offset: *mut f32,
+    ) {
+        super_block_scales_into::<S, 208, false>(row, Self::BYTES, first, count, scale, offset)
     }
 }
