@@ -24,8 +24,9 @@ pub enum LoadFormat {
 /// How a GGUF file's Q4_0 and Q5_0 blocks are held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum QuantRepack {
-    /// Widened to Q8_0 where the kernels have no AVX-512 (there unpacking nibbles costs more
-    /// than reading the wider blocks), the file's blocks otherwise.
+    /// Widened to Q8_0 where unpacking nibbles costs more than reading the wider blocks
+    /// (float products without AVX-512, integer products with it), the file's blocks
+    /// otherwise.
     #[default]
     Auto,
     /// The file's blocks, read from its map.
@@ -114,9 +115,12 @@ fn load_gguf(path: &Path, options: &LoadOptions) -> Result<(CausalLm, WeightDtyp
     let config = config_from_gguf(&file)?;
     let int_dot = options.quant_dot == QuantDot::Int8;
     let widen = match options.repack {
-        // Integer products read Q4_0/Q5_0 bytes as cheaply as Q8_0's.
+        // Where unpacking nibbles and fifth bits costs more than reading wider blocks
+        // (docs/gguf.md): float products without AVX-512, integer products with it (on AVX2
+        // integer prefill is faster on the file's blocks).
         QuantRepack::Auto => {
-            !int_dot && crate::kernels::isa().vector() != crate::kernels::Isa::Avx512
+            let avx512 = crate::kernels::isa().vector() == crate::kernels::Isa::Avx512;
+            avx512 == int_dot
         }
         QuantRepack::Off => false,
         QuantRepack::Q8_0 => true,
