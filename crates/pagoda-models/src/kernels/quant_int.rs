@@ -360,17 +360,29 @@ unsafe fn quad<S: Simd16, F: IntFormat, const DOT: bool, const T: usize, const N
     // Loops, not closures: a closure is compiled without the path's target features.
     let mut w = [S::prep(S::bytes_zero(), F::SIGNED); 4];
     if DOT {
+        // Signed weights without factors go in as `q + 128`, unsigned: no signs to move onto
+        // the activations, and `128 * sum(x)` taken off the totals after (exact integers).
+        let biased = F::SIGNED && F::FACTORS == Factors::One;
+        let scaled = F::FACTORS != Factors::One;
         let mut factors = [[1i16; 2]; 4];
         for k in 0..N {
-            w[k] = S::prep(F::chunk_q::<S>(row, first + k), F::SIGNED);
-            if F::FACTORS != Factors::One {
+            w[k] = if biased {
+                S::prep(F::chunk_biased::<S>(row, first + k), false)
+            } else {
+                S::prep(F::chunk_q::<S>(row, first + k), F::SIGNED)
+            };
+            if scaled {
                 factors[k] = F::factors(row, first + k);
             }
         }
-        let scaled = F::FACTORS != Factors::One;
+        let signed = F::SIGNED && !biased;
         let mut sums = [S::quad_zero(); T];
         for (sum, token) in sums.iter_mut().zip(tokens) {
-            *sum = S::quad_dots_vnni(w, factors, token.q.add(32 * first), F::SIGNED, scaled);
+            *sum = S::quad_dots_vnni(w, factors, token.q.add(32 * first), signed, scaled);
+            if biased {
+                // Past the row's end both the weights and the sums are zero.
+                *sum = S::quad_unbias(*sum, token.sums.add(first));
+            }
         }
         return sums;
     }

@@ -131,6 +131,9 @@ pub trait Simd16: Copy {
         signed: bool,
         scaled: bool,
     ) -> Self::Quad;
+    /// `q[k] - 128 * sums[k]` for the four floats at `sums` (integers): the totals of weights
+    /// stored plus 128 as unsigned bytes back to those of the signed weights.
+    unsafe fn quad_unbias(q: Self::Quad, sums: *const f32) -> Self::Quad;
     /// Quad `q`'s totals in lanes `4 q..4 q + 4`.
     unsafe fn ints_from_quads(q: [Self::Quad; 4]) -> Self::Ints;
     unsafe fn ints_zero() -> Self::Ints;
@@ -482,6 +485,10 @@ impl Simd16 for Scalar {
         })
     }
     #[inline(always)]
+    unsafe fn quad_unbias(q: Self::Quad, sums: *const f32) -> Self::Quad {
+        std::array::from_fn(|k| q[k] - 128 * (*sums.add(k) as i32))
+    }
+    #[inline(always)]
     unsafe fn ints_from_quads(q: [Self::Quad; 4]) -> Self::Ints {
         std::array::from_fn(|l| q[l / 4][l % 4])
     }
@@ -685,7 +692,8 @@ mod x86 {
         use std::arch::x86_64::{
             _mm256_abs_epi8, _mm256_castsi256_si128, _mm256_extracti128_si256, _mm256_hadd_epi32,
             _mm256_madd_epi16, _mm256_maddubs_epi16, _mm256_mullo_epi32, _mm256_setr_epi32,
-            _mm256_setzero_si256, _mm256_sign_epi8, _mm_add_epi32, _mm_set1_epi16,
+            _mm256_setzero_si256, _mm256_sign_epi8, _mm_add_epi32, _mm_cvtps_epi32, _mm_loadu_ps,
+            _mm_set1_epi16, _mm_slli_epi32, _mm_sub_epi32,
         };
 
         #[inline(always)]
@@ -816,6 +824,11 @@ mod x86 {
                 h = _mm256_mullo_epi32(h, f);
             }
             _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h))
+        }
+        #[inline(always)]
+        pub unsafe fn quad_unbias(q: __m128i, sums: *const f32) -> __m128i {
+            let sums = _mm_cvtps_epi32(_mm_loadu_ps(sums));
+            _mm_sub_epi32(q, _mm_slli_epi32::<7>(sums))
         }
     }
 
@@ -1119,6 +1132,10 @@ mod x86 {
             bytes::quad_dots_vnni::<false>(w, factors, x, signed, scaled)
         }
         #[inline(always)]
+        unsafe fn quad_unbias(q: __m128i, sums: *const f32) -> __m128i {
+            bytes::quad_unbias(q, sums)
+        }
+        #[inline(always)]
         unsafe fn ints_from_quads(q: [__m128i; 4]) -> [__m256i; 2] {
             [_mm256_set_m128i(q[1], q[0]), _mm256_set_m128i(q[3], q[2])]
         }
@@ -1352,6 +1369,10 @@ mod x86 {
             scaled: bool,
         ) -> __m128i {
             bytes::quad_dots_vnni::<true>(w, factors, x, signed, scaled)
+        }
+        #[inline(always)]
+        unsafe fn quad_unbias(q: __m128i, sums: *const f32) -> __m128i {
+            bytes::quad_unbias(q, sums)
         }
         #[inline(always)]
         unsafe fn ints_from_quads(q: [__m128i; 4]) -> __m512i {

@@ -289,6 +289,15 @@ pub trait IntFormat: Format {
     /// # Safety
     /// As `Format::decode32`.
     unsafe fn chunk_q<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes;
+    /// A signed format's `q + 128` as unsigned bytes (the unsigned operand of `vpdpbusd`
+    /// without moving the signs onto the activations).
+    ///
+    /// # Safety
+    /// As `Format::decode32`.
+    #[inline(always)]
+    unsafe fn chunk_biased<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
+        S::bytes_sub(Self::chunk_q::<S>(row, chunk), 128)
+    }
     /// The chunk's integer factors of values 0-15 and 16-31.
     ///
     /// # Safety
@@ -399,6 +408,11 @@ impl IntFormat for Q4_0 {
         S::bytes_sub(S::bytes_nibbles16(row.add(chunk * Self::BYTES + 2)), 8)
     }
     #[inline(always)]
+    unsafe fn chunk_biased<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
+        // q - 8 + 128, wrapping.
+        S::bytes_sub(S::bytes_nibbles16(row.add(chunk * Self::BYTES + 2)), 136)
+    }
+    #[inline(always)]
     unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32) {
         (f16_scalar::<S>(row.add(chunk * Self::BYTES)), 0.0)
     }
@@ -419,6 +433,12 @@ impl IntFormat for Q5_0 {
     unsafe fn chunk_q<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
         let b = row.add(chunk * Self::BYTES);
         S::bytes_sub(five_bit_bytes::<S>(b.add(2), b.add(6)), 16)
+    }
+    #[inline(always)]
+    unsafe fn chunk_biased<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
+        // q - 16 + 128, wrapping.
+        let b = row.add(chunk * Self::BYTES);
+        S::bytes_sub(five_bit_bytes::<S>(b.add(2), b.add(6)), 144)
     }
     #[inline(always)]
     unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32) {
