@@ -39,6 +39,14 @@ pub struct ServeArgs {
     /// Weight dtype: auto, float32, float16 or bfloat16 [default: auto].
     #[arg(long, env = "PAGODA_DTYPE")]
     pub dtype: Option<String>,
+    /// How a GGUF file's Q4_0/Q5_0 blocks are held: auto (widened to Q8_0 where that is
+    /// faster on this CPU), off (the file's blocks) or q8_0 [default: auto].
+    #[arg(long, env = "PAGODA_QUANT_REPACK")]
+    pub quant_repack: Option<String>,
+    /// How a GGUF file's quantized weights are multiplied: exact (blocks decoded to f32) or
+    /// int8 (activations quantized per 32 values, integer products) [default: exact].
+    #[arg(long, env = "PAGODA_QUANT_DOT")]
+    pub quant_dot: Option<String>,
     /// KV cache size: bytes or with a unit, e.g. 512MiB, 2GiB [default: 2GiB].
     #[arg(long, env = "PAGODA_KV_CACHE_MEMORY", value_parser = parse_byte_size)]
     pub kv_cache_memory: Option<u64>,

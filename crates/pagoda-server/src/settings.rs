@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use pagoda_gateway::{GatewayConfig, GatewayError, SinkSpec};
-use pagoda_models::{KvCacheDtype, LoadFormat, WeightDtype};
+use pagoda_models::{KvCacheDtype, LoadFormat, QuantDot, QuantRepack, WeightDtype};
 use pagoda_runtime::EngineConfig;
 use serde::Deserialize;
 
@@ -64,6 +64,8 @@ struct FileSettings {
     reasoning_parser: Option<String>,
     load_format: Option<String>,
     dtype: Option<String>,
+    quant_repack: Option<String>,
+    quant_dot: Option<String>,
     kv_cache_memory: Option<Size>,
     kv_cache_dtype: Option<String>,
     max_model_len: Option<usize>,
@@ -174,6 +176,27 @@ impl Settings {
                     format!("`{name}` is not auto, float32, float16 or bfloat16"),
                 )
             })?),
+        };
+        engine.load.repack = match args.quant_repack.or(file.quant_repack).as_deref() {
+            None | Some("auto") => QuantRepack::Auto,
+            Some("off") => QuantRepack::Off,
+            Some("q8_0") => QuantRepack::Q8_0,
+            Some(other) => {
+                return Err(setting(
+                    "quant-repack",
+                    format!("`{other}` is not auto, off or q8_0"),
+                ))
+            }
+        };
+        engine.load.quant_dot = match args.quant_dot.or(file.quant_dot).as_deref() {
+            None | Some("exact") => QuantDot::Exact,
+            Some("int8") => QuantDot::Int8,
+            Some(other) => {
+                return Err(setting(
+                    "quant-dot",
+                    format!("`{other}` is not exact or int8"),
+                ))
+            }
         };
         if let Some(bytes) = args
             .kv_cache_memory
@@ -657,6 +680,52 @@ mod tests {
         assert_eq!(settings.engine.kv_cache_memory, 64 << 20);
         assert_eq!(settings.drain_timeout, Duration::from_secs(5));
         assert_eq!(settings.served_model_names, vec!["/m".to_string()]);
+    }
+
+    #[test]
+    fn quantized_weights_take_their_repack_and_dot_from_flags_or_the_file() {
+        let path = write_config(
+            "quant",
+            "model = \"/m.gguf\"\nquant-dot = \"int8\"\nquant-repack = \"off\"\n",
+        );
+        let from_file = Settings::resolve(ServeArgs {
+            config: Some(path.clone()),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        assert_eq!(from_file.engine.load.quant_dot, QuantDot::Int8);
+        assert_eq!(from_file.engine.load.repack, QuantRepack::Off);
+        let flagged = Settings::resolve(ServeArgs {
+            config: Some(path.clone()),
+            quant_dot: Some("exact".into()),
+            quant_repack: Some("q8_0".into()),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        std::fs::remove_file(path).ok();
+        assert_eq!(flagged.engine.load.quant_dot, QuantDot::Exact);
+        assert_eq!(flagged.engine.load.repack, QuantRepack::Q8_0);
+        let defaults = Settings::resolve(ServeArgs {
+            model: Some("/m.gguf".into()),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        assert_eq!(defaults.engine.load.quant_dot, QuantDot::Exact);
+        assert_eq!(defaults.engine.load.repack, QuantRepack::Auto);
+        for (dot, repack, field) in [
+            (Some("int4"), None, "quant-dot"),
+            (None, Some("q4_0"), "quant-repack"),
+        ] {
+            let err = Settings::resolve(ServeArgs {
+                model: Some("/m.gguf".into()),
+                quant_dot: dot.map(Into::into),
+                quant_repack: repack.map(Into::into),
+                ..ServeArgs::default()
+            })
+            .err()
+            .expect("a bad value is refused");
+            assert!(err.to_string().contains(field), "{err}");
+        }
     }
 
     #[test]
