@@ -67,17 +67,23 @@ fn main() {
     } else {
         Vec::new()
     };
-    let mats: Vec<QuantMatrix> = shapes
-        .iter()
-        .enumerate()
+    // LAYERS=24 spreads the products over a whole model's bytes (far more than the caches
+    // hold), as decode reads them.
+    let layers: usize = std::env::var("LAYERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let mats: Vec<QuantMatrix> = (0..layers)
+        .flat_map(|_| shapes.iter().enumerate())
         .map(|(i, &(r, c))| {
             QuantMatrix::new(random_part(tensor_type, r, c, i as u64 + 1).with_int_dot(int8))
         })
         .collect();
-    let flops: f64 = shapes
-        .iter()
-        .map(|&(r, c)| 2.0 * (r * c * tokens) as f64)
-        .sum();
+    let flops: f64 = layers as f64
+        * shapes
+            .iter()
+            .map(|&(r, c)| 2.0 * (r * c * tokens) as f64)
+            .sum::<f64>();
     let isa = pagoda_models::kernels::isa();
     let x: Vec<f32> = (0..tokens * ffn)
         .map(|i| ((i * 37) % 101) as f32 / 101.0 - 0.5)
