@@ -722,8 +722,7 @@ mod tests {
                 quant_repack: repack.map(Into::into),
                 ..ServeArgs::default()
             })
-            .err()
-            .expect("a bad value is refused");
+            .expect_err("a bad value is refused");
             assert!(err.to_string().contains(field), "{err}");
         }
     }
