@@ -9,6 +9,8 @@ mod isa;
 mod matmul;
 mod paged_attention;
 mod quant_int;
+#[cfg(target_arch = "x86_64")]
+mod quant_int_decode512;
 mod quant_int_prefill;
 mod quant_matmul;
 mod quant_prefill;

@@ -176,6 +176,11 @@ fn decode_task<F: IntFormat>(
     #[cfg(target_arch = "x86_64")]
     unsafe {
         match isa {
+            super::Isa::Avx512Vnni if call.n == 1 => {
+                return super::quant_int_decode512::one_token::<F>(
+                    rows, row_bytes, call, acts, task, out,
+                )
+            }
             super::Isa::Avx512Vnni => {
                 return decode_avx512_vnni::<F>(rows, row_bytes, call, acts, task, out)
             }

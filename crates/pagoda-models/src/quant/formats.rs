@@ -306,6 +306,20 @@ pub trait IntFormat: Format {
     unsafe fn factors(_row: *const u8, _chunk: usize) -> [i16; 2] {
         [1, 1]
     }
+    /// The factors of chunks `first..first + 8`'s halves: `[2 c + h]` that of half `h` of
+    /// chunk `first + c` (eight at a time: the super-block formats' fields).
+    ///
+    /// # Safety
+    /// As `Format::decode32`, for all eight chunks.
+    #[inline(always)]
+    unsafe fn half_factors(row: *const u8, first: usize) -> [i8; 16] {
+        let mut f = [0i8; 16];
+        for c in 0..8 {
+            let [lo, hi] = Self::factors(row, first + c);
+            (f[2 * c], f[2 * c + 1]) = (lo as i8, hi as i8);
+        }
+        f
+    }
     /// The chunk's `scale` and `offset`.
     ///
     /// # Safety
@@ -358,6 +372,17 @@ unsafe fn super_block_scales_into<S: Simd16, const D_AT: usize, const K_MINS: bo
                 offsets[j] = -(dmin * f32::from(m));
             }
         }
+        if chunk.is_multiple_of(8) && count - k >= 8 {
+            // A whole super-block: fixed-length stores the compiler makes vectors of.
+            for (j, &o) in offsets.iter().enumerate() {
+                *scale.add(k + j) = d;
+                if K_MINS {
+                    *offset.add(k + j) = o;
+                }
+            }
+            k += 8;
+            continue;
+        }
         let n = (count - k).min(8 - chunk % 8);
         for j in 0..n {
             *scale.add(k + j) = d;
@@ -373,11 +398,24 @@ unsafe fn super_block_scales_into<S: Simd16, const D_AT: usize, const K_MINS: bo
 /// time in a word.
 #[inline(always)]
 unsafe fn k_mins(scales: *const u8) -> [u8; 8] {
-    let word =
-        |at: usize| u32::from_le_bytes(std::ptr::read_unaligned(scales.add(at) as *const [u8; 4]));
+    let word = |at: usize| packed_word(scales, at);
     let low = word(4) & 0x3F3F_3F3F;
     let high = ((word(8) >> 4) & 0x0F0F_0F0F) | ((word(4) >> 2) & 0x3030_3030);
     (u64::from(low) | (u64::from(high) << 32)).to_le_bytes()
+}
+
+/// The eight 6-bit scales `sc` of the 12 packed bytes at `scales`, as `k_mins`.
+#[inline(always)]
+unsafe fn k_scales(scales: *const u8) -> [u8; 8] {
+    let word = |at: usize| packed_word(scales, at);
+    let low = word(0) & 0x3F3F_3F3F;
+    let high = (word(8) & 0x0F0F_0F0F) | ((word(0) >> 2) & 0x3030_3030);
+    (u64::from(low) | (u64::from(high) << 32)).to_le_bytes()
+}
+
+#[inline(always)]
+unsafe fn packed_word(scales: *const u8, at: usize) -> u32 {
+    u32::from_le_bytes(std::ptr::read_unaligned(scales.add(at) as *const [u8; 4]))
 }
 
 #[inline(always)]
@@ -505,6 +543,12 @@ macro_rules! k_quant_scales {
             [sc, sc]
         }
         #[inline(always)]
+        unsafe fn half_factors(row: *const u8, first: usize) -> [i8; 16] {
+            // `first` starts a super-block (the callers' groups do).
+            let sc = k_scales(row.add((first / 8) * Self::BYTES + 4));
+            std::array::from_fn(|i| sc[i / 2] as i8)
+        }
+        #[inline(always)]
         unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32) {
             k_scale_offset::<S>(row.add((chunk / 8) * Self::BYTES), chunk % 8)
         }
@@ -580,6 +624,11 @@ impl IntFormat for Q6K {
             i16::from(*scales.add(2 * g)),
             i16::from(*scales.add(2 * g + 1)),
         ]
+    }
+    #[inline(always)]
+    unsafe fn half_factors(row: *const u8, first: usize) -> [i8; 16] {
+        // `first` starts a super-block, whose 16 scales are the halves' factors in order.
+        std::ptr::read_unaligned(row.add((first / 8) * Self::BYTES + 192) as *const [i8; 16])
     }
     #[inline(always)]
     unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32) {
