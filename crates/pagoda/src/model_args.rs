@@ -23,8 +23,8 @@ pub enum DtypeArg {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum QuantRepackArg {
-    /// Q4_0/Q5_0 widened to Q8_0 where that is faster: exact products without AVX-512,
-    /// int8 products with it; kept otherwise.
+    /// Q4_0/Q5_0 widened to Q8_0 where that is faster (exact products without AVX-512);
+    /// kept otherwise.
     Auto,
     /// The GGUF file's blocks as they are (least memory).
     Off,
