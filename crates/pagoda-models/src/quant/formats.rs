@@ -648,3 +648,52 @@ impl IntFormat for Q6K {
         super_block_scales_into::<S, 208, false>(row, Self::BYTES, first, count, scale, offset)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn random_bytes(len: usize, mut seed: u32) -> Vec<u8> {
+        (0..len)
+            .map(|_| {
+                seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                (seed >> 24) as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn packed_k_scales_and_mins_by_words_match_the_bytewise_decoding() {
+        for seed in 0..500 {
+            let packed = random_bytes(12, seed);
+            // SAFETY: 12 bytes, what all three read.
+            let (scales, mins) = unsafe { (k_scales(packed.as_ptr()), k_mins(packed.as_ptr())) };
+            for j in 0..8 {
+                let (sc, m) = unsafe { scale_min_ints(packed.as_ptr(), j) };
+                assert_eq!((scales[j], mins[j]), (sc, m), "sub-block {j} of {packed:?}");
+            }
+        }
+    }
+
+    fn half_factors_are_the_chunks_factors<F: IntFormat>() {
+        for seed in 0..50 {
+            let row = random_bytes(2 * F::BYTES, seed);
+            for first in [0, 8] {
+                // SAFETY: the row holds chunks 0-15.
+                let halves = unsafe { F::half_factors(row.as_ptr(), first) };
+                for c in 0..8 {
+                    let [lo, hi] = unsafe { F::factors(row.as_ptr(), first + c) };
+                    let got = [i16::from(halves[2 * c]), i16::from(halves[2 * c + 1])];
+                    assert_eq!(got, [lo, hi], "chunk {}", first + c);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn half_factors_of_k_quants_are_their_chunks_factors() {
+        half_factors_are_the_chunks_factors::<Q4K>();
+        half_factors_are_the_chunks_factors::<Q5K>();
+        half_factors_are_the_chunks_factors::<Q6K>();
+    }
+}
