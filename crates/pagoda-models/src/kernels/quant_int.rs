@@ -172,12 +172,17 @@ fn decode_task<F: IntFormat>(
     task: Task,
     out: OutPtr,
 ) {
-    // SAFETY: the `-vnni` paths are only chosen on CPUs that have them (`Isa`).
+    // SAFETY: each path is only chosen on CPUs that have its features (`Isa`).
     #[cfg(target_arch = "x86_64")]
     unsafe {
         match isa {
             super::Isa::Avx512Vnni if call.n == 1 => {
                 return super::quant_int_decode512::one_token::<F>(
+                    rows, row_bytes, call, acts, task, out,
+                )
+            }
+            super::Isa::Avx2 if call.n == 1 => {
+                return super::quant_int_decode256::one_token::<F>(
                     rows, row_bytes, call, acts, task, out,
                 )
             }

@@ -298,6 +298,21 @@ pub trait IntFormat: Format {
     unsafe fn chunk_biased<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
         S::bytes_sub(Self::chunk_q::<S>(row, chunk), 128)
     }
+    /// For a signed format whose stored values `q + LOW_BIAS` are bytes below 32 (Q4_0,
+    /// Q5_0), that bias; 0 for the others. `vpmaddubsw` takes such bytes as they are, and
+    /// `LOW_BIAS * sum(x)` comes off the totals after, instead of moving the signs.
+    const LOW_BIAS: u8 = 0;
+    /// Chunk `chunk`'s `q + LOW_BIAS` (only called where `LOW_BIAS` is not 0).
+    ///
+    /// # Safety
+    /// As `Format::decode32`.
+    #[inline(always)]
+    unsafe fn chunk_low_biased<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
+        S::bytes_sub(
+            Self::chunk_q::<S>(row, chunk),
+            0u8.wrapping_sub(Self::LOW_BIAS),
+        )
+    }
     /// The chunk's integer factors of values 0-15 and 16-31.
     ///
     /// # Safety
@@ -450,6 +465,11 @@ impl IntFormat for Q4_0 {
         // q - 8 + 128, wrapping.
         S::bytes_sub(S::bytes_nibbles16(row.add(chunk * Self::BYTES + 2)), 136)
     }
+    const LOW_BIAS: u8 = 8;
+    #[inline(always)]
+    unsafe fn chunk_low_biased<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
+        S::bytes_nibbles16(row.add(chunk * Self::BYTES + 2))
+    }
     #[inline(always)]
     unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32) {
         (f16_scalar::<S>(row.add(chunk * Self::BYTES)), 0.0)
@@ -477,6 +497,12 @@ impl IntFormat for Q5_0 {
         // q - 16 + 128, wrapping.
         let b = row.add(chunk * Self::BYTES);
         S::bytes_sub(five_bit_bytes::<S>(b.add(2), b.add(6)), 144)
+    }
+    const LOW_BIAS: u8 = 16;
+    #[inline(always)]
+    unsafe fn chunk_low_biased<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
+        let b = row.add(chunk * Self::BYTES);
+        five_bit_bytes::<S>(b.add(2), b.add(6))
     }
     #[inline(always)]
     unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32) {

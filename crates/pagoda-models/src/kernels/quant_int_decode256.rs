@@ -1,0 +1,164 @@
+//! One token's integer products on AVX2 without an int8 dot product (`quant_int.rs`'s
+//! decode for batches of one). `vpmaddubsw` and `vpmaddwd` leave eight partial totals per
+//! chunk; instead of horizontal adds per quad of chunks, eight chunks' partials meet in a
+//! tree of in-lane unpacks and adds (the 16-bit pair sums of two chunks added before they
+//! widen where they cannot overflow), which ends with the chunks in order, first halves in
+//! the low 128 bits and second halves in the high, where the factors multiply them. The
+//! integers are the exact sums the other paths take and the float step is theirs
+//! (`group_step`), so the bits are the same.
+
+use std::arch::x86_64::*;
+
+use super::matmul::OutPtr;
+use super::quant_int::{group_scales_into, group_step, QuantizedActs, TokenActs, GROUP};
+use super::quant_matmul::{Call, Task};
+use super::simd::{prefetch, Avx2, Simd16};
+use crate::quant::formats::{Factors, IntFormat};
+
+/// How far ahead rows are prefetched, as in `quant_int_decode512.rs`.
+const AHEAD_ROWS: usize = 2;
+
+/// Multiplies rows `task` (`rows` holds exactly them) by the one token of `acts`.
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C; `rows` and `acts` are `call`'s.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn one_token<F: IntFormat>(
+    rows: &[u8],
+    row_bytes: usize,
+    call: Call,
+    acts: &QuantizedActs,
+    task: Task,
+    out: OutPtr,
+) {
+    let token = acts.token(0);
+    let chunks = call.cols / 32;
+    let ahead_step = row_bytes.div_ceil(acts.groups).next_multiple_of(64);
+    for r in 0..task.num_rows {
+        let row = rows.as_ptr().add(r * row_bytes);
+        // A hint: past the task's rows it asks for lines nobody reads, and never faults.
+        let mut ahead = row.wrapping_add(AHEAD_ROWS * row_bytes);
+        let mut acc = Avx2::zero();
+        for g in 0..acts.groups {
+            let mut line = 0;
+            while line < ahead_step {
+                prefetch(ahead.wrapping_add(line));
+                line += 64;
+            }
+            ahead = ahead.wrapping_add(ahead_step);
+            let mut scale = [0.0f32; GROUP];
+            let mut offset = [0.0f32; GROUP];
+            group_scales_into::<Avx2, F>(row, g, chunks, scale.as_mut_ptr(), offset.as_mut_ptr());
+            let first = GROUP * g;
+            let present = chunks.saturating_sub(first).min(GROUP);
+            let low = if present >= 8 {
+                eight_ints::<F, true>(row, first, 8, token)
+            } else {
+                eight_ints::<F, false>(row, first, present, token)
+            };
+            let high = if present == GROUP {
+                eight_ints::<F, true>(row, first + 8, 8, token)
+            } else if present > 8 {
+                eight_ints::<F, false>(row, first + 8, present - 8, token)
+            } else {
+                _mm256_setzero_si256()
+            };
+            let offset = if F::OFFSET {
+                Avx2::load(offset.as_ptr())
+            } else {
+                Avx2::zero()
+            };
+            let scale = Avx2::load(scale.as_ptr());
+            acc = group_step::<Avx2, F>(acc, [low, high], scale, offset, token, g);
+        }
+        *out.0.add(task.col + r) = acc.reduce();
+    }
+}
+
+/// The exact totals of chunks `first..first + present` (`present <= 8`, all 8 with `FULL`;
+/// zeros after) of the row at `row` with the token, chunk `first + k` in lane `k`.
+#[inline(always)]
+unsafe fn eight_ints<F: IntFormat, const FULL: bool>(
+    row: *const u8,
+    first: usize,
+    present: usize,
+    token: TokenActs,
+) -> __m256i {
+    let low_biased = F::LOW_BIAS != 0;
+    let signed = F::SIGNED && !low_biased;
+    let x = token.q.add(32 * first);
+    // Macros, not closures: a closure is compiled without the path's target features.
+    // Chunk `first + k`'s 16-bit pair sums: lane `j` of 128-bit lane `h` holds values
+    // `16 h + 2 j` and `16 h + 2 j + 1`.
+    macro_rules! products {
+        ($k:literal) => {{
+            if !FULL && $k >= present {
+                _mm256_setzero_si256()
+            } else {
+                let w = if low_biased {
+                    F::chunk_low_biased::<Avx2>(row, first + $k)
+                } else {
+                    F::chunk_q::<Avx2>(row, first + $k)
+                };
+                let x = _mm256_loadu_si256(x.add(32 * $k) as *const __m256i);
+                if signed {
+                    _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w))
+                } else {
+                    _mm256_maddubs_epi16(w, x)
+                }
+            }
+        }};
+    }
+    let ones = _mm256_set1_epi16(1);
+    // Chunks `a` and `b` as 32-bit lanes `a, b, a, b` per 128-bit lane, each a total of
+    // four pair sums of that half.
+    macro_rules! two {
+        ($a:literal, $b:literal) => {{
+            let (a, b) = (products!($a), products!($b));
+            if F::SPAN >= 2 {
+                // Two pair sums of 16 bits still fit: add them before widening. With a low
+                // bias the bytes are below 32, so 2 * 2 * 31 * 127 < 2^15 as well.
+                let sum =
+                    _mm256_add_epi16(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+                _mm256_madd_epi16(sum, ones)
+            } else {
+                let (a, b) = (_mm256_madd_epi16(a, ones), _mm256_madd_epi16(b, ones));
+                _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b))
+            }
+        }};
+    }
+    // Chunks 0-3, then 4-7: per 128-bit lane their totals of that half, in order.
+    macro_rules! quad {
+        ($ab:expr, $cd:expr) => {{
+            let (ab, cd) = ($ab, $cd);
+            _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd))
+        }};
+    }
+    let mut low = quad!(two!(0, 1), two!(2, 3));
+    let mut high = if FULL || present > 4 {
+        quad!(two!(4, 5), two!(6, 7))
+    } else {
+        _mm256_setzero_si256()
+    };
+    if F::FACTORS != Factors::One {
+        let f = F::half_factors(row, first);
+        let f = _mm_loadu_si128(f.as_ptr() as *const __m128i);
+        // `f[2 c + h]` to the lanes' order: halves 0 of chunks 0-3, halves 1, then 4-7's.
+        let order = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+        let f = _mm_shuffle_epi8(f, order);
+        low = _mm256_mullo_epi32(low, _mm256_cvtepi8_epi32(f));
+        high = _mm256_mullo_epi32(high, _mm256_cvtepi8_epi32(_mm_srli_si128::<8>(f)));
+    }
+    let ints = _mm256_add_epi32(
+        _mm256_permute2x128_si256::<0x20>(low, high),
+        _mm256_permute2x128_si256::<0x31>(low, high),
+    );
+    if low_biased {
+        // `LOW_BIAS * sum(x)` of each chunk, the share of the bias (zero past the row).
+        let sums = _mm256_cvtps_epi32(_mm256_loadu_ps(token.sums.add(first)));
+        let bias = _mm256_set1_epi32(F::LOW_BIAS.into());
+        _mm256_sub_epi32(ints, _mm256_mullo_epi32(sums, bias))
+    } else {
+        ints
+    }
+}
