@@ -181,10 +181,13 @@ fn decode_task<F: IntFormat>(
                     rows, row_bytes, call, acts, task, out,
                 )
             }
-            super::Isa::Avx2 if call.n == 1 => {
-                return super::quant_int_decode256::one_token::<F>(
-                    rows, row_bytes, call, acts, task, out,
-                )
+            super::Isa::Avx2 if matches!(call.n, 1..=3) => {
+                use super::quant_int_decode256::tokens;
+                return match call.n {
+                    1 => tokens::<F, 1>(rows, row_bytes, call, acts, task, out),
+                    2 => tokens::<F, 2>(rows, row_bytes, call, acts, task, out),
+                    _ => tokens::<F, 3>(rows, row_bytes, call, acts, task, out),
+                };
             }
             super::Isa::Avx512Vnni => {
                 return decode_avx512_vnni::<F>(rows, row_bytes, call, acts, task, out)

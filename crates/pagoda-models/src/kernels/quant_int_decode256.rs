@@ -1,5 +1,5 @@
-//! One token's integer products on AVX2 without an int8 dot product (`quant_int.rs`'s
-//! decode for batches of one). `vpmaddubsw` and `vpmaddwd` leave eight partial totals per
+//! Decode's integer products on AVX2 without an int8 dot product (`quant_int.rs`'s decode,
+//! one to three tokens). `vpmaddubsw` and `vpmaddwd` leave eight partial totals per
 //! chunk; instead of horizontal adds per quad of chunks, eight chunks' partials meet in a
 //! tree of in-lane unpacks and adds (the 16-bit pair sums of two chunks added before they
 //! widen where they cannot overflow), which ends with the chunks in order, first halves in
@@ -18,12 +18,14 @@ use crate::quant::formats::{Factors, IntFormat};
 /// How far ahead rows are prefetched, as in `quant_int_decode512.rs`.
 const AHEAD_ROWS: usize = 2;
 
-/// Multiplies rows `task` (`rows` holds exactly them) by the one token of `acts`.
+/// Multiplies rows `task` (`rows` holds exactly them) by the `T` tokens of `acts`, each
+/// row's weights decoded once for all of them.
 ///
 /// # Safety
-/// The CPU has AVX2, FMA and F16C; `rows` and `acts` are `call`'s.
+/// The CPU has AVX2, FMA and F16C; `rows` and `acts` are `call`'s, and `call.n == T`.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn one_token<F: IntFormat>(
+#[allow(clippy::needless_range_loop)] // on purpose, see the first comment
+pub(super) unsafe fn tokens<F: IntFormat, const T: usize>(
     rows: &[u8],
     row_bytes: usize,
     call: Call,
@@ -31,14 +33,20 @@ pub(super) unsafe fn one_token<F: IntFormat>(
     task: Task,
     out: OutPtr,
 ) {
-    let token = acts.token(0);
+    assert_eq!(call.n, T);
+    // Index loops over `T` here and below: with `array::from_fn` and iterator chains the one
+    // token instance ran 3-10% slower than a kernel written for one token.
+    let mut tokens = [acts.token(0); T];
+    for j in 1..T {
+        tokens[j] = acts.token(j);
+    }
     let chunks = call.cols / 32;
     let ahead_step = row_bytes.div_ceil(acts.groups).next_multiple_of(64);
     for r in 0..task.num_rows {
         let row = rows.as_ptr().add(r * row_bytes);
         // A hint: past the task's rows it asks for lines nobody reads, and never faults.
         let mut ahead = row.wrapping_add(AHEAD_ROWS * row_bytes);
-        let mut acc = Avx2::zero();
+        let mut acc = [Avx2::zero(); T];
         for g in 0..acts.groups {
             let mut line = 0;
             while line < ahead_step {
@@ -52,16 +60,16 @@ pub(super) unsafe fn one_token<F: IntFormat>(
             let first = GROUP * g;
             let present = chunks.saturating_sub(first).min(GROUP);
             let low = if present >= 8 {
-                eight_ints::<F, true>(row, first, 8, token)
+                eight_ints::<F, T, true>(row, first, 8, &tokens)
             } else {
-                eight_ints::<F, false>(row, first, present, token)
+                eight_ints::<F, T, false>(row, first, present, &tokens)
             };
             let high = if present == GROUP {
-                eight_ints::<F, true>(row, first + 8, 8, token)
+                eight_ints::<F, T, true>(row, first + 8, 8, &tokens)
             } else if present > 8 {
-                eight_ints::<F, false>(row, first + 8, present - 8, token)
+                eight_ints::<F, T, false>(row, first + 8, present - 8, &tokens)
             } else {
-                _mm256_setzero_si256()
+                [_mm256_setzero_si256(); T]
             };
             let offset = if F::OFFSET {
                 Avx2::load(offset.as_ptr())
@@ -69,17 +77,78 @@ pub(super) unsafe fn one_token<F: IntFormat>(
                 Avx2::zero()
             };
             let scale = Avx2::load(scale.as_ptr());
-            acc = group_step::<Avx2, F>(acc, [low, high], scale, offset, token, g);
+            for j in 0..T {
+                let ints = [low[j], high[j]];
+                acc[j] = group_step::<Avx2, F>(acc[j], ints, scale, offset, tokens[j], g);
+            }
         }
-        *out.0.add(task.col + r) = acc.reduce();
+        for j in 0..T {
+            *out.0.add(j * call.stride + task.col + r) = acc[j].reduce();
+        }
     }
 }
 
 /// The exact totals of chunks `first..first + present` (`present <= 8`, all 8 with `FULL`;
-/// zeros after) of the row at `row` with the token, chunk `first + k` in lane `k`.
+/// zeros after) of the row at `row` with each token, chunk `first + k` in lane `k`.
 #[inline(always)]
-unsafe fn eight_ints<F: IntFormat, const FULL: bool>(
+#[allow(clippy::needless_range_loop)] // as in `tokens`
+unsafe fn eight_ints<F: IntFormat, const T: usize, const FULL: bool>(
     row: *const u8,
+    first: usize,
+    present: usize,
+    tokens: &[TokenActs; T],
+) -> [__m256i; T] {
+    let low_biased = F::LOW_BIAS != 0;
+    // Macros, not closures: a closure is compiled without the path's target features.
+    macro_rules! weights {
+        ($k:literal) => {{
+            if !FULL && $k >= present {
+                _mm256_setzero_si256()
+            } else if low_biased {
+                F::chunk_low_biased::<Avx2>(row, first + $k)
+            } else {
+                F::chunk_q::<Avx2>(row, first + $k)
+            }
+        }};
+    }
+    // Decoded once for every token.
+    let w = [
+        weights!(0),
+        weights!(1),
+        weights!(2),
+        weights!(3),
+        weights!(4),
+        weights!(5),
+        weights!(6),
+        weights!(7),
+    ];
+    let factors = if F::FACTORS != Factors::One {
+        let f = F::half_factors(row, first);
+        let f = _mm_loadu_si128(f.as_ptr() as *const __m128i);
+        // `f[2 c + h]` to the lanes' order: halves 0 of chunks 0-3, halves 1, then 4-7's.
+        let order = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+        let f = _mm_shuffle_epi8(f, order);
+        [
+            _mm256_cvtepi8_epi32(f),
+            _mm256_cvtepi8_epi32(_mm_srli_si128::<8>(f)),
+        ]
+    } else {
+        [_mm256_setzero_si256(); 2]
+    };
+    // One whole tree per token: with loops over `T` inside every step of it, one token ran
+    // 5-10% slower than a tree written for one token.
+    let mut ints = [_mm256_setzero_si256(); T];
+    for j in 0..T {
+        ints[j] = token_ints::<F, FULL>(&w, factors, first, present, tokens[j]);
+    }
+    ints
+}
+
+/// One token's totals of the chunks whose weights are `w` (`eight_ints`).
+#[inline(always)]
+unsafe fn token_ints<F: IntFormat, const FULL: bool>(
+    w: &[__m256i; 8],
+    factors: [__m256i; 2],
     first: usize,
     present: usize,
     token: TokenActs,
@@ -87,7 +156,6 @@ unsafe fn eight_ints<F: IntFormat, const FULL: bool>(
     let low_biased = F::LOW_BIAS != 0;
     let signed = F::SIGNED && !low_biased;
     let x = token.q.add(32 * first);
-    // Macros, not closures: a closure is compiled without the path's target features.
     // Chunk `first + k`'s 16-bit pair sums: lane `j` of 128-bit lane `h` holds values
     // `16 h + 2 j` and `16 h + 2 j + 1`.
     macro_rules! products {
@@ -95,11 +163,7 @@ unsafe fn eight_ints<F: IntFormat, const FULL: bool>(
             if !FULL && $k >= present {
                 _mm256_setzero_si256()
             } else {
-                let w = if low_biased {
-                    F::chunk_low_biased::<Avx2>(row, first + $k)
-                } else {
-                    F::chunk_q::<Avx2>(row, first + $k)
-                };
+                let w = w[$k];
                 let x = _mm256_loadu_si256(x.add(32 * $k) as *const __m256i);
                 if signed {
                     _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w))
@@ -141,13 +205,8 @@ unsafe fn eight_ints<F: IntFormat, const FULL: bool>(
         _mm256_setzero_si256()
     };
     if F::FACTORS != Factors::One {
-        let f = F::half_factors(row, first);
-        let f = _mm_loadu_si128(f.as_ptr() as *const __m128i);
-        // `f[2 c + h]` to the lanes' order: halves 0 of chunks 0-3, halves 1, then 4-7's.
-        let order = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
-        let f = _mm_shuffle_epi8(f, order);
-        low = _mm256_mullo_epi32(low, _mm256_cvtepi8_epi32(f));
-        high = _mm256_mullo_epi32(high, _mm256_cvtepi8_epi32(_mm_srli_si128::<8>(f)));
+        low = _mm256_mullo_epi32(low, factors[0]);
+        high = _mm256_mullo_epi32(high, factors[1]);
     }
     let ints = _mm256_add_epi32(
         _mm256_permute2x128_si256::<0x20>(low, high),
