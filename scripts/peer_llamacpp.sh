@@ -67,7 +67,7 @@ fi
 # 3. build -------------------------------------------------------------------
 command -v cmake >/dev/null || { log "cmake missing (apt-get update && apt-get install -y cmake)"; exit 1; }
 
-TARGETS=(llama-bench llama-server)
+TARGETS=(llama-bench llama-batched-bench llama-server)
 [[ $BUILD_CLI == 1 ]] && TARGETS+=(llama-cli)
 
 need_build=0
