@@ -38,6 +38,9 @@ const OFFSETS: usize = 19;
 const BIAS: usize = 20;
 const ROW_LINES: usize = 21;
 
+/// The factors of formats without any: i16 ones, one line.
+static ONES16: [i16; 32] = [1; 32];
+
 /// Tests set it to run the dot-product tiles on the scalar path (no CPU needed for them).
 #[cfg(test)]
 pub(super) static SCALAR_DOT: std::sync::atomic::AtomicBool =
@@ -220,17 +223,11 @@ unsafe fn decode_group<S: Simd16, F: IntFormat, const DOT: bool>(
         });
     }
     let line = |l: usize| at.add(64 * l);
+    S::chunks_to_lines(&abs, line(ABS));
+    if F::SIGNED {
+        S::chunks_to_lines(&values, line(VALUES));
+    }
     for k in 0..GROUP {
-        for v in 0..8 {
-            let word = |bytes: &[u8; 32]| {
-                std::ptr::read_unaligned(bytes.as_ptr().add(4 * v) as *const u32)
-            };
-            let to = 64 * v + 4 * k;
-            std::ptr::write_unaligned(line(ABS).add(to) as *mut u32, word(&abs[k]));
-            if F::SIGNED {
-                std::ptr::write_unaligned(line(VALUES).add(to) as *mut u32, word(&values[k]));
-            }
-        }
         for (h, &f) in factors[k].iter().enumerate() {
             let word = if DOT {
                 f as i32 as u32
@@ -357,11 +354,12 @@ unsafe fn tile<S: Simd16, F: IntFormat, const R: usize, const T: usize, const FI
     r: usize,
 ) {
     let (tokens, lines) = tile_inputs::<R, T>(b, acts, t_first + t, r);
-    // Pair sums add in 16 bits over `F::SPAN` vectors, then widen once with the factors.
     let mut isum = [[S::ints_zero(); R]; T];
-    for first in (0..8).step_by(F::SPAN) {
-        let mut pairs = [[S::wide_zero(); R]; T];
-        for v in first..first + F::SPAN {
+    if F::SPAN == 1 && F::FACTORS == Factors::One {
+        // Every vector widens at once: no 16-bit sums held per output (they spilled), and
+        // the factors are ones.
+        let ones = S::wide_load(ONES16.as_ptr() as *const u8);
+        for v in 0..8 {
             for (i, &row) in lines.iter().enumerate() {
                 let w_abs = S::wide_load(row.add(64 * (ABS + v)));
                 let w = if F::SIGNED {
@@ -369,16 +367,36 @@ unsafe fn tile<S: Simd16, F: IntFormat, const R: usize, const T: usize, const FI
                 } else {
                     w_abs
                 };
-                for (sums, token) in pairs.iter_mut().zip(&tokens) {
+                for (sums, token) in isum.iter_mut().zip(&tokens) {
                     let x = token.wide.add(GROUP_BYTES * b.group + 64 * v);
-                    sums[i] = S::wide_add16(sums[i], S::wide_products(w_abs, w, x, F::SIGNED));
+                    let pairs = S::wide_products(w_abs, w, x, F::SIGNED);
+                    sums[i] = S::wide_widen(sums[i], pairs, ones);
                 }
             }
         }
-        for (i, &row) in lines.iter().enumerate() {
-            let factors = S::wide_load(row.add(64 * (FACTORS + first / 4)));
-            for (sums, pair) in isum.iter_mut().zip(&pairs) {
-                sums[i] = S::wide_widen(sums[i], pair[i], factors);
+    } else {
+        // Pair sums add in 16 bits over `F::SPAN` vectors, then widen once with the factors.
+        for first in (0..8).step_by(F::SPAN) {
+            let mut pairs = [[S::wide_zero(); R]; T];
+            for v in first..first + F::SPAN {
+                for (i, &row) in lines.iter().enumerate() {
+                    let w_abs = S::wide_load(row.add(64 * (ABS + v)));
+                    let w = if F::SIGNED {
+                        S::wide_load(row.add(64 * (VALUES + v)))
+                    } else {
+                        w_abs
+                    };
+                    for (sums, token) in pairs.iter_mut().zip(&tokens) {
+                        let x = token.wide.add(GROUP_BYTES * b.group + 64 * v);
+                        sums[i] = S::wide_add16(sums[i], S::wide_products(w_abs, w, x, F::SIGNED));
+                    }
+                }
+            }
+            for (i, &row) in lines.iter().enumerate() {
+                let factors = S::wide_load(row.add(64 * (FACTORS + first / 4)));
+                for (sums, pair) in isum.iter_mut().zip(&pairs) {
+                    sums[i] = S::wide_widen(sums[i], pair[i], factors);
+                }
             }
         }
     }

@@ -185,6 +185,17 @@ pub trait Simd16: Copy {
         self.store(lanes.as_mut_ptr());
         reduce_lanes(&lanes)
     }
+    /// Sixteen chunks of 32 bytes to the `wide` layout: 8 lines of 64 bytes at `lines`,
+    /// bytes `4 v..4 v + 4` of chunk `k` at `64 v + 4 k`.
+    #[inline(always)]
+    unsafe fn chunks_to_lines(chunks: &[[u8; 32]; 16], lines: *mut u8) {
+        for (k, chunk) in chunks.iter().enumerate() {
+            for v in 0..8 {
+                let word = std::ptr::read_unaligned(chunk.as_ptr().add(4 * v) as *const u32);
+                std::ptr::write_unaligned(lines.add(64 * v + 4 * k) as *mut u32, word);
+            }
+        }
+    }
 
     /// Clamps to -87..=88, where `exp` keeps `2^n` a normal number.
     #[inline(always)]
@@ -700,6 +711,38 @@ mod x86 {
         pub unsafe fn load(p: *const u8) -> __m256i {
             _mm256_loadu_si256(p as *const __m256i)
         }
+        /// Word `v` of every input in output `v`: an 8 x 8 transpose of 32-bit words.
+        #[inline(always)]
+        pub unsafe fn transpose8(r: [__m256i; 8]) -> [__m256i; 8] {
+            use std::arch::x86_64::{
+                _mm256_permute2x128_si256, _mm256_unpackhi_epi32, _mm256_unpackhi_epi64,
+                _mm256_unpacklo_epi32, _mm256_unpacklo_epi64,
+            };
+            // Loops, not closures: a closure is compiled without the caller's features.
+            // Words 0, 1 | 4, 5 and 2, 3 | 6, 7 of inputs 2 i and 2 i + 1, interleaved.
+            let (mut lo, mut hi) = ([_mm256_setzero_si256(); 4], [_mm256_setzero_si256(); 4]);
+            for i in 0..4 {
+                lo[i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+                hi[i] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+            }
+            // Word w | w + 4 of inputs 0-3 (4-7 in `q[4..]`).
+            let q = [
+                _mm256_unpacklo_epi64(lo[0], lo[1]),
+                _mm256_unpackhi_epi64(lo[0], lo[1]),
+                _mm256_unpacklo_epi64(hi[0], hi[1]),
+                _mm256_unpackhi_epi64(hi[0], hi[1]),
+                _mm256_unpacklo_epi64(lo[2], lo[3]),
+                _mm256_unpackhi_epi64(lo[2], lo[3]),
+                _mm256_unpacklo_epi64(hi[2], hi[3]),
+                _mm256_unpackhi_epi64(hi[2], hi[3]),
+            ];
+            let mut words = [_mm256_setzero_si256(); 8];
+            for v in 0..4 {
+                words[v] = _mm256_permute2x128_si256::<0x20>(q[v], q[v + 4]);
+                words[v + 4] = _mm256_permute2x128_si256::<0x31>(q[v], q[v + 4]);
+            }
+            words
+        }
         #[inline(always)]
         pub unsafe fn nibbles16(p: *const u8) -> __m256i {
             let b = _mm_loadu_si128(p as *const __m128i);
@@ -885,6 +928,18 @@ mod x86 {
             #[inline(always)]
             unsafe fn f16_to_f32(bits: u16) -> f32 {
                 _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
+            }
+            #[inline(always)]
+            unsafe fn chunks_to_lines(chunks: &[[u8; 32]; 16], lines: *mut u8) {
+                for half in 0..2 {
+                    let mut rows = [_mm256_setzero_si256(); 8];
+                    for (k, row) in rows.iter_mut().enumerate() {
+                        *row = bytes::load(chunks[8 * half + k].as_ptr());
+                    }
+                    for (v, &w) in bytes::transpose8(rows).iter().enumerate() {
+                        _mm256_storeu_si256(lines.add(64 * v + 32 * half) as *mut __m256i, w);
+                    }
+                }
             }
         };
     }
@@ -1524,6 +1579,34 @@ mod tests {
         out
     }
     multiversion!(fn exps<>(xs: &[f32]) -> Vec<f32> = exp_all);
+
+    #[inline(always)]
+    unsafe fn lines_of<S: Simd16>(chunks: &[[u8; 32]; 16]) -> Vec<u8> {
+        let mut lines = vec![0u8; 512];
+        S::chunks_to_lines(chunks, lines.as_mut_ptr());
+        lines
+    }
+    multiversion!(fn lines_on<>(chunks: &[[u8; 32]; 16]) -> Vec<u8> = lines_of);
+
+    #[test]
+    fn chunks_go_to_lines_four_bytes_at_a_time_on_every_path() {
+        let mut seed = 12345u32;
+        let chunks: [[u8; 32]; 16] = std::array::from_fn(|_| {
+            std::array::from_fn(|_| {
+                seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                (seed >> 24) as u8
+            })
+        });
+        for isa in Isa::supported() {
+            let lines = lines_on(isa, &chunks);
+            for (k, chunk) in chunks.iter().enumerate() {
+                for v in 0..8 {
+                    let got = &lines[64 * v + 4 * k..64 * v + 4 * k + 4];
+                    assert_eq!(got, &chunk[4 * v..4 * v + 4], "{isa}: chunk {k}, word {v}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn exp_is_accurate_and_the_same_on_every_path() {
