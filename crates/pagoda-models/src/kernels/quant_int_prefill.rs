@@ -227,8 +227,8 @@ unsafe fn decode_group<S: Simd16, F: IntFormat, const DOT: bool>(
     if F::SIGNED {
         S::chunks_to_lines(&values, line(VALUES));
     }
-    for k in 0..GROUP {
-        for (h, &f) in factors[k].iter().enumerate() {
+    for (k, chunk_factors) in factors.iter().enumerate() {
+        for (h, &f) in chunk_factors.iter().enumerate() {
             let word = if DOT {
                 f as i32 as u32
             } else {
