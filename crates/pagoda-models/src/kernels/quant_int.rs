@@ -20,6 +20,7 @@ use super::matmul::OutPtr;
 use super::quant_matmul::{Call, Task, DECODE_TOKENS};
 use super::quant_prefill::group_size;
 use super::simd::{multiversion, prefetch, Simd16};
+use super::Isa;
 use crate::quant::formats::{Factors, IntFormat};
 
 /// Chunks of 32 values per group: one lane each.
@@ -52,7 +53,7 @@ impl QuantizedActs {
     /// `x[n, cols]`, `cols` a multiple of 32. Per chunk: `dx = amax / 127`, values
     /// `round_ties_even(x * (127 / amax))` (0 when `amax` is 0); a chunk holding a NaN or an
     /// infinity gets `dx = NaN`, so the outputs it reaches are NaN as in float products.
-    pub fn new(x: &[f32], n: usize, cols: usize) -> QuantizedActs {
+    pub fn new(isa: Isa, x: &[f32], n: usize, cols: usize) -> QuantizedActs {
         assert!(
             cols.is_multiple_of(32) && x.len() == n * cols,
             "activation shape"
@@ -72,17 +73,7 @@ impl QuantizedActs {
             .zip(acts.dx.par_chunks_mut(GROUP * groups))
             .zip(acts.sums.par_chunks_mut(GROUP * groups))
             .zip(x.par_chunks(cols))
-            .for_each(|((((q, wide), dx), sums), x)| {
-                for (c, xs) in x.chunks_exact(32).enumerate() {
-                    let chunk = &mut q[32 * c..32 * c + 32];
-                    (dx[c], sums[c]) = quantize_chunk(xs, chunk);
-                    let (g, k) = (c / GROUP, c % GROUP);
-                    for v in 0..8 {
-                        let at = GROUP_BYTES * g + 64 * v + 4 * k;
-                        wide[at..at + 4].copy_from_slice(&chunk[4 * v..4 * v + 4]);
-                    }
-                }
-            });
+            .for_each(|((((q, wide), dx), sums), x)| quantize_token(isa, x, q, wide, dx, sums));
         acts
     }
 
@@ -98,23 +89,64 @@ impl QuantizedActs {
     }
 }
 
+// Compiled for each path (a closure run by rayon would get none of the CPU's vector
+// features): the chunk loop vectorizes, and the `wide` copy is the tiles' transpose.
+multiversion!(fn quantize_token<>(
+    x: &[f32], q: &mut [i8], wide: &mut [i8], dx: &mut [f32], sums: &mut [f32]
+) = quantize_token_on);
+
+/// One token's `x` into its `q`, `wide`, `dx` and `sums` (all of its groups).
+#[inline(always)]
+unsafe fn quantize_token_on<S: Simd16>(
+    x: &[f32],
+    q: &mut [i8],
+    wide: &mut [i8],
+    dx: &mut [f32],
+    sums: &mut [f32],
+) {
+    for (c, (xs, qs)) in x.chunks_exact(32).zip(q.chunks_exact_mut(32)).enumerate() {
+        (dx[c], sums[c]) = quantize_chunk(xs.try_into().unwrap(), qs.try_into().unwrap());
+    }
+    for (chunks, lines) in q
+        .chunks_exact(GROUP_BYTES)
+        .zip(wide.chunks_exact_mut(GROUP_BYTES))
+    {
+        // SAFETY: `GROUP_BYTES` bytes are 16 arrays of 32; i8 and u8 share a layout.
+        let chunks = &*(chunks.as_ptr() as *const [[u8; 32]; GROUP]);
+        S::chunks_to_lines(chunks, lines.as_mut_ptr() as *mut u8);
+    }
+}
+
+/// 2^-64: chunks whose largest magnitude is below it are scaled up before quantizing.
+const TINY: f32 = f32::from_bits((127 - 64) << 23);
+
 /// One chunk of 32 into `q`; returns `dx` and the sum of the values.
-fn quantize_chunk(x: &[f32], q: &mut [i8]) -> (f32, f32) {
-    if x.iter().any(|v| !v.is_finite()) {
+#[inline(always)]
+fn quantize_chunk(x: &[f32; 32], q: &mut [i8; 32]) -> (f32, f32) {
+    // Magnitudes' bits order as integers as the magnitudes do, and every pattern from
+    // infinity's up is an infinity or a NaN: one integer maximum (which vectorizes, where
+    // a float one with an early exit does not) gives `amax` and finds those.
+    let amax_bits = x.iter().fold(0u32, |m, v| m.max(v.to_bits() & 0x7fff_ffff));
+    if amax_bits >= f32::INFINITY.to_bits() {
         q.fill(0);
         return (f32::NAN, 0.0);
     }
-    let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    let amax = f32::from_bits(amax_bits);
     if amax == 0.0 {
         q.fill(0);
         return (0.0, 0.0);
     }
-    let inverse = 127.0 / amax;
-    // Adding and taking away 1.5 * 2^23 rounds to the nearest integer, ties to even, for
-    // |v| < 2^22 (here |v| <= 127 and a rounding error).
+    // Below 2^-64, `127 / amax` can overflow: such a chunk is scaled up by 2^64 first
+    // (exact, so its values are those of the same chunk at any scale).
+    let scale = if amax < TINY { 1.0 / TINY } else { 1.0 };
+    let inverse = 127.0 / (amax * scale);
+    // Adding 1.5 * 2^23 rounds to the nearest integer, ties to even, and leaves it in the
+    // low bits, for |v| < 2^22 (here |v| <= 127 and a rounding error, so no clamp): integer
+    // operations only from there, which vectorize (a float-to-i8 cast does not).
     const ROUND: f32 = 12_582_912.0;
     for (o, v) in q.iter_mut().zip(x) {
-        *o = (((v * inverse) + ROUND) - ROUND).clamp(-127.0, 127.0) as i8;
+        let rounded = ((v * scale) * inverse) + ROUND;
+        *o = (rounded.to_bits() as i32 - ROUND.to_bits() as i32) as i8;
     }
     let sum: i32 = q.iter().map(|&v| i32::from(v)).sum();
     (amax / 127.0, sum as f32)
@@ -164,7 +196,7 @@ unsafe fn decode_avx2_vnni<F: IntFormat>(
 
 /// Decode on `isa`, the `-vnni` paths with `vpdpbusd`.
 fn decode_task<F: IntFormat>(
-    isa: super::Isa,
+    isa: Isa,
     rows: &[u8],
     row_bytes: usize,
     call: Call,
@@ -176,12 +208,12 @@ fn decode_task<F: IntFormat>(
     #[cfg(target_arch = "x86_64")]
     unsafe {
         match isa {
-            super::Isa::Avx512Vnni if call.n == 1 => {
+            Isa::Avx512Vnni if call.n == 1 => {
                 return super::quant_int_decode512::one_token::<F>(
                     rows, row_bytes, call, acts, task, out,
                 )
             }
-            super::Isa::Avx2 if matches!(call.n, 1..=3) => {
+            Isa::Avx2 if matches!(call.n, 1..=3) => {
                 use super::quant_int_decode256::tokens;
                 return match call.n {
                     1 => tokens::<F, 1>(rows, row_bytes, call, acts, task, out),
@@ -189,17 +221,15 @@ fn decode_task<F: IntFormat>(
                     _ => tokens::<F, 3>(rows, row_bytes, call, acts, task, out),
                 };
             }
-            super::Isa::Avx512Vnni => {
+            Isa::Avx512Vnni => {
                 return decode_avx512_vnni::<F>(rows, row_bytes, call, acts, task, out)
             }
-            super::Isa::Avx2Vnni => {
-                return decode_avx2_vnni::<F>(rows, row_bytes, call, acts, task, out)
-            }
+            Isa::Avx2Vnni => return decode_avx2_vnni::<F>(rows, row_bytes, call, acts, task, out),
             _ => {}
         }
     }
     #[cfg(test)]
-    if isa == super::Isa::Scalar
+    if isa == Isa::Scalar
         && super::quant_int_prefill::SCALAR_DOT.load(std::sync::atomic::Ordering::Relaxed)
     {
         // SAFETY: as in `int_task`; the scalar path has every operation.
@@ -212,7 +242,7 @@ fn decode_task<F: IntFormat>(
 
 /// Multiplies rows `task` of one part (`rows` holds exactly them) by every token.
 pub(super) fn int_rows_task<F: IntFormat>(
-    isa: super::Isa,
+    isa: Isa,
     rows: &[u8],
     row_bytes: usize,
     call: Call,
@@ -468,7 +498,7 @@ mod tests {
         // Chunk 1 all zero; chunk 2 holds a NaN.
         x[64] = 1.0;
         x[65] = f32::NAN;
-        let acts = QuantizedActs::new(&x, 1, 96);
+        let acts = QuantizedActs::new(Isa::Scalar, &x, 1, 96);
         assert_eq!(acts.groups, 1);
         assert_eq!(&acts.q[..6], &[127, 2, -4, -127, 0, 9]);
         assert_eq!(acts.dx[0], 1.0);
@@ -484,11 +514,61 @@ mod tests {
     }
 
     #[test]
+    fn every_path_quantizes_activations_to_the_same_bytes() {
+        // Three tokens of 20 chunks (a full group and a partial one): ties, zeros, tiny and
+        // huge magnitudes, a NaN, infinities and negative zeros.
+        let cols = 20 * 32;
+        let mut x: Vec<f32> = (0..3 * cols)
+            .map(|i| ((i * 7919 + 13) % 2001) as f32 / 8.0 - 125.0)
+            .collect();
+        x[32..64].fill(0.0);
+        x[64..96].fill(-0.0);
+        x[100] = f32::NAN;
+        x[cols + 200] = f32::INFINITY;
+        x[2 * cols + 300] = f32::NEG_INFINITY;
+        // Chunk 12 of token 2 is chunk 7 of token 0 times 2^-130 (exact, some of it
+        // subnormal; `127 / amax` would overflow): the same values.
+        let tiny: Vec<f32> = x[224..256].iter().map(|v| v * 2f32.powi(-130)).collect();
+        x[2 * cols + 384..2 * cols + 416].copy_from_slice(&tiny);
+        x[2 * cols + 500] = 3.0e38;
+        let reference = QuantizedActs::new(Isa::Scalar, &x, 3, cols);
+        for c in 0..3 * 20 {
+            let (t, k) = (c / 20, c % 20);
+            let at = t * 2 * GROUP_BYTES + 32 * k;
+            let chunk = &reference.q[at..at + 32];
+            for (i, &v) in chunk.iter().enumerate() {
+                let (line, lane) = (i / 4, GROUP_BYTES * (at / GROUP_BYTES) + 4 * (k % GROUP));
+                assert_eq!(
+                    reference.wide[lane + 64 * line + i % 4],
+                    v,
+                    "chunk {c} value {i}"
+                );
+            }
+        }
+        let at = 2 * 2 * GROUP_BYTES + 32 * 12;
+        assert_eq!(&reference.q[at..at + 32], &reference.q[224..256]);
+        assert!(reference.q[224..256].iter().any(|&v| v.abs() == 127));
+        for isa in Isa::supported() {
+            let acts = QuantizedActs::new(isa, &x, 3, cols);
+            assert_eq!(acts.q, reference.q, "{isa}");
+            assert_eq!(acts.wide, reference.wide, "{isa}");
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&acts.dx), bits(&reference.dx), "{isa}");
+            assert_eq!(bits(&acts.sums), bits(&reference.sums), "{isa}");
+        }
+        // Per token `dx` has 32 lanes (two groups); the chunks holding a NaN or an infinity.
+        let poisoned = [3, 32 + 6, 2 * 32 + 9];
+        for (lane, dx) in reference.dx.iter().enumerate() {
+            assert_eq!(dx.is_nan(), poisoned.contains(&lane), "lane {lane}");
+        }
+    }
+
+    #[test]
     fn quantized_values_stay_within_127() {
         let x: Vec<f32> = (0..64)
             .map(|i| ((i * 7919) % 1000) as f32 / 3.3 - 150.0)
             .collect();
-        let acts = QuantizedActs::new(&x, 2, 32);
+        let acts = QuantizedActs::new(Isa::Scalar, &x, 2, 32);
         assert!(acts.q.iter().all(|&q| (-127..=127).contains(&q)));
         assert!(acts.q.contains(&127) || acts.q.contains(&-127));
     }

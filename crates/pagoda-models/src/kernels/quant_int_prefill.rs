@@ -227,14 +227,20 @@ unsafe fn decode_group<S: Simd16, F: IntFormat, const DOT: bool>(
     if F::SIGNED {
         S::chunks_to_lines(&values, line(VALUES));
     }
-    for (k, chunk_factors) in factors.iter().enumerate() {
-        for (h, &f) in chunk_factors.iter().enumerate() {
-            let word = if DOT {
-                f as i32 as u32
-            } else {
-                (f as u16 as u32) | ((f as u16 as u32) << 16)
-            };
-            std::ptr::write_unaligned(line(FACTORS + h).add(4 * k) as *mut u32, word);
+    // Unit factors are read from these lines only by the 16-bit tiles that sum several
+    // vectors before widening (`tile`).
+    // Unit factors are read from these lines only by the 16-bit tiles that add several
+    // vectors before widening (`tile`).
+    if !(F::FACTORS == Factors::One && (DOT || F::SPAN == 1)) {
+        for (k, chunk_factors) in factors.iter().enumerate() {
+            for (h, &f) in chunk_factors.iter().enumerate() {
+                let word = if DOT {
+                    f as i32 as u32
+                } else {
+                    (f as u16 as u32) | ((f as u16 as u32) << 16)
+                };
+                std::ptr::write_unaligned(line(FACTORS + h).add(4 * k) as *mut u32, word);
+            }
         }
     }
     if DOT && F::SIGNED {
@@ -361,12 +367,7 @@ unsafe fn tile<S: Simd16, F: IntFormat, const R: usize, const T: usize, const FI
         let ones = S::wide_load(ONES16.as_ptr() as *const u8);
         for v in 0..8 {
             for (i, &row) in lines.iter().enumerate() {
-                let w_abs = S::wide_load(row.add(64 * (ABS + v)));
-                let w = if F::SIGNED {
-                    S::wide_load(row.add(64 * (VALUES + v)))
-                } else {
-                    w_abs
-                };
+                let (w_abs, w) = weight_vector::<S, F>(row, v);
                 for (sums, token) in isum.iter_mut().zip(&tokens) {
                     let x = token.wide.add(GROUP_BYTES * b.group + 64 * v);
                     let pairs = S::wide_products(w_abs, w, x, F::SIGNED);
@@ -380,12 +381,7 @@ unsafe fn tile<S: Simd16, F: IntFormat, const R: usize, const T: usize, const FI
             let mut pairs = [[S::wide_zero(); R]; T];
             for v in first..first + F::SPAN {
                 for (i, &row) in lines.iter().enumerate() {
-                    let w_abs = S::wide_load(row.add(64 * (ABS + v)));
-                    let w = if F::SIGNED {
-                        S::wide_load(row.add(64 * (VALUES + v)))
-                    } else {
-                        w_abs
-                    };
+                    let (w_abs, w) = weight_vector::<S, F>(row, v);
                     for (sums, token) in pairs.iter_mut().zip(&tokens) {
                         let x = token.wide.add(GROUP_BYTES * b.group + 64 * v);
                         sums[i] = S::wide_add16(sums[i], S::wide_products(w_abs, w, x, F::SIGNED));
@@ -405,6 +401,18 @@ unsafe fn tile<S: Simd16, F: IntFormat, const R: usize, const T: usize, const FI
             step::<S, F, FIRST>(b, t + j, r + i, row, sum, token);
         }
     }
+}
+
+/// Line `v` of a row's magnitudes and of its values (the magnitudes again when unsigned).
+#[inline(always)]
+unsafe fn weight_vector<S: Simd16, F: IntFormat>(row: *const u8, v: usize) -> (S::Wide, S::Wide) {
+    let w_abs = S::wide_load(row.add(64 * (ABS + v)));
+    let w = if F::SIGNED {
+        S::wide_load(row.add(64 * (VALUES + v)))
+    } else {
+        w_abs
+    };
+    (w_abs, w)
 }
 
 /// Adds row `r`'s group sums `sum` for block token `t` to its chains.

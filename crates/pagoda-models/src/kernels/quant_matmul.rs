@@ -61,7 +61,7 @@ pub fn quant_matmul_with(isa: Isa, w: &QuantMatrix, x: &[f32], n: usize, out: &m
         .parts
         .iter()
         .any(|p| p.int_dot)
-        .then(|| QuantizedActs::new(x, n, w.cols));
+        .then(|| QuantizedActs::new(isa, x, n, w.cols));
     let out = OutPtr(out.as_mut_ptr());
     tasks.into_par_iter().for_each(|task| {
         let part = &w.parts[task.part];
