@@ -227,8 +227,6 @@ unsafe fn decode_group<S: Simd16, F: IntFormat, const DOT: bool>(
     if F::SIGNED {
         S::chunks_to_lines(&values, line(VALUES));
     }
-    // Unit factors are read from these lines only by the 16-bit tiles that sum several
-    // vectors before widening (`tile`).
     // Unit factors are read from these lines only by the 16-bit tiles that add several
     // vectors before widening (`tile`).
     if !(F::FACTORS == Factors::One && (DOT || F::SPAN == 1)) {
