@@ -44,7 +44,7 @@ pub struct ServeArgs {
     #[arg(long, env = "PAGODA_QUANT_REPACK")]
     pub quant_repack: Option<String>,
     /// How a GGUF file's quantized weights are multiplied: exact (blocks decoded to f32) or
-    /// int8 (activations quantized per 32 values, integer products) [default: exact].
+    /// int8 (activations quantized per 32 values, integer products) [default: int8].
     #[arg(long, env = "PAGODA_QUANT_DOT")]
     pub quant_dot: Option<String>,
     /// KV cache size: bytes or with a unit, e.g. 512MiB, 2GiB [default: 2GiB].

@@ -189,8 +189,8 @@ impl Settings {
             }
         };
         engine.load.quant_dot = match args.quant_dot.or(file.quant_dot).as_deref() {
-            None | Some("exact") => QuantDot::Exact,
-            Some("int8") => QuantDot::Int8,
+            Some("exact") => QuantDot::Exact,
+            None | Some("int8") => QuantDot::Int8,
             Some(other) => {
                 return Err(setting(
                     "quant-dot",
@@ -686,31 +686,31 @@ mod tests {
     fn quantized_weights_take_their_repack_and_dot_from_flags_or_the_file() {
         let path = write_config(
             "quant",
-            "model = \"/m.gguf\"\nquant-dot = \"int8\"\nquant-repack = \"off\"\n",
+            "model = \"/m.gguf\"\nquant-dot = \"exact\"\nquant-repack = \"off\"\n",
         );
         let from_file = Settings::resolve(ServeArgs {
             config: Some(path.clone()),
             ..ServeArgs::default()
         })
         .unwrap();
-        assert_eq!(from_file.engine.load.quant_dot, QuantDot::Int8);
+        assert_eq!(from_file.engine.load.quant_dot, QuantDot::Exact);
         assert_eq!(from_file.engine.load.repack, QuantRepack::Off);
         let flagged = Settings::resolve(ServeArgs {
             config: Some(path.clone()),
-            quant_dot: Some("exact".into()),
+            quant_dot: Some("int8".into()),
             quant_repack: Some("q8_0".into()),
             ..ServeArgs::default()
         })
         .unwrap();
         std::fs::remove_file(path).ok();
-        assert_eq!(flagged.engine.load.quant_dot, QuantDot::Exact);
+        assert_eq!(flagged.engine.load.quant_dot, QuantDot::Int8);
         assert_eq!(flagged.engine.load.repack, QuantRepack::Q8_0);
         let defaults = Settings::resolve(ServeArgs {
             model: Some("/m.gguf".into()),
             ..ServeArgs::default()
         })
         .unwrap();
-        assert_eq!(defaults.engine.load.quant_dot, QuantDot::Exact);
+        assert_eq!(defaults.engine.load.quant_dot, QuantDot::Int8);
         assert_eq!(defaults.engine.load.repack, QuantRepack::Auto);
         for (dot, repack, field) in [
             (Some("int4"), None, "quant-dot"),

@@ -79,8 +79,8 @@ pub struct ModelArgs {
     /// How a GGUF file's Q4_0/Q5_0 blocks are held in memory.
     #[arg(long, value_enum, default_value = "auto", env = "PAGODA_QUANT_REPACK")]
     pub quant_repack: QuantRepackArg,
-    /// How a GGUF file's quantized weights are multiplied.
-    #[arg(long, value_enum, default_value = "exact", env = "PAGODA_QUANT_DOT")]
+    /// How a GGUF file's quantized weights are multiplied (int8 as llama.cpp does, or exact).
+    #[arg(long, value_enum, default_value = "int8", env = "PAGODA_QUANT_DOT")]
     pub quant_dot: QuantDotArg,
     /// KV cache size, e.g. 2GiB, 512MiB or a byte count.
     #[arg(long, default_value = "2GiB", value_parser = pagoda_server::parse_byte_size, env = "PAGODA_KV_CACHE_MEMORY")]
