@@ -7,7 +7,8 @@
 //!
 //! TYPE: q8_0 (default), q4_0, q5_0, q4_k, q5_k, q6_k, f16; `packed` runs the float kernel on
 //! the same shapes in f16 panels (the rate the quantized kernel is measured against).
-//! `PAGODA_QUANT_DOT=int8` multiplies in integers (`--quant-dot int8`); TOKENS 1 is decode.
+//! Products in integers as `--quant-dot int8` (the default) multiplies them;
+//! `PAGODA_QUANT_DOT=exact` runs the f32 kernels instead. TOKENS 1 is decode.
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -41,8 +42,8 @@ fn main() {
             .unwrap_or(default)
     };
     let tokens = number(1, 512);
-    // The integer kernels (`--quant-dot int8`) with PAGODA_QUANT_DOT=int8.
-    let int8 = std::env::var("PAGODA_QUANT_DOT").is_ok_and(|v| v == "int8");
+    // The integer kernels, as `--quant-dot` defaults to them; PAGODA_QUANT_DOT=exact for f32.
+    let int8 = std::env::var("PAGODA_QUANT_DOT").map_or(true, |v| v != "exact");
     let rounds = number(2, 5);
     // 896-wide rows are not whole 256-value super-blocks: K-quant files keep those in other
     // types, so K-quants here use the 1024-wide stand-in shapes.
