@@ -114,6 +114,7 @@ fn load_gguf(path: &Path, options: &LoadOptions) -> Result<(CausalLm, WeightDtyp
     }
     let file = Arc::new(GgufFile::open(path)?);
     let config = config_from_gguf(&file)?;
+    let quantized = file.tensors().any(|t| t.tensor_type.is_quantized());
     let int_dot = options.quant_dot == QuantDot::Int8;
     let widen = match options.repack {
         // Where unpacking nibbles and fifth bits costs more than reading wider blocks
@@ -128,6 +129,17 @@ fn load_gguf(path: &Path, options: &LoadOptions) -> Result<(CausalLm, WeightDtyp
     };
     let weights = GgufWeights::new(file, &config, widen, int_dot);
     let model = CausalLm::load(&config, &weights)?;
+    // Which products run changes speed and logits, so an operator sees it at startup.
+    if quantized {
+        tracing::info!(
+            "GGUF quantized weights times {}",
+            if int_dot {
+                "8-bit activations, in integers (--quant-dot int8; exact: f32 products)"
+            } else {
+                "f32 activations (--quant-dot exact)"
+            }
+        );
+    }
     if weights.widened_bytes() > 0 {
         tracing::info!(
             mib = weights.widened_bytes() >> 20,
