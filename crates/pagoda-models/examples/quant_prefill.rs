@@ -8,7 +8,9 @@
 //! TYPE: q8_0 (default), q4_0, q5_0, q4_k, q5_k, q6_k, f16; `packed` runs the float kernel on
 //! the same shapes in f16 panels (the rate the quantized kernel is measured against).
 //! Products in integers as `--quant-dot int8` (the default) multiplies them;
-//! `PAGODA_QUANT_DOT=exact` runs the f32 kernels instead. TOKENS 1 is decode.
+//! `PAGODA_QUANT_DOT=exact` runs the f32 kernels instead. TOKENS 1 is decode. `LAYERS=24`
+//! spreads the products over a whole model's bytes; `HIDDEN=1024` (say) sets the width of
+//! the rows that are 896 in that model.
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -48,7 +50,12 @@ fn main() {
     // 896-wide rows are not whole 256-value super-blocks: K-quant files keep those in other
     // types, so K-quants here use the 1024-wide stand-in shapes.
     let k_quant = tensor_type.block().map(|(v, _)| v) == Some(256);
-    let (hidden, ffn) = if k_quant { (1024, 4864) } else { (896, 4864) };
+    // HIDDEN=1024 (for example) gives the other types rows of whole 16-chunk groups.
+    let hidden = std::env::var("HIDDEN")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if k_quant { 1024 } else { 896 });
+    let ffn = 4864;
     let shapes = [
         (hidden + 256, hidden),
         (hidden, hidden),

@@ -98,8 +98,11 @@ pub trait Simd16: Copy {
     unsafe fn bytes_nibbles16(p: *const u8) -> Self::Bytes;
     /// `(b >> shift) & mask` per byte.
     unsafe fn bytes_bits(b: Self::Bytes, shift: u32, mask: u8) -> Self::Bytes;
-    /// `low | (high << 4)` per byte (`high < 16`).
-    unsafe fn bytes_join(low: Self::Bytes, high: Self::Bytes) -> Self::Bytes;
+    /// Bits `bit..bit + count` of each byte moved to bits `4..4 + count`, the rest zero
+    /// (`bit + count <= 8`, `count <= 4`): a fifth or sixth bit in place to be or-ed on.
+    unsafe fn bytes_high(b: Self::Bytes, bit: u32, count: u32) -> Self::Bytes;
+    /// `a | b` per byte.
+    unsafe fn bytes_or(a: Self::Bytes, b: Self::Bytes) -> Self::Bytes;
     /// `b - v` per byte, wrapping (values become signed).
     unsafe fn bytes_sub(b: Self::Bytes, v: u8) -> Self::Bytes;
     /// `v` in byte `i` where bit `i` of `word` is set, 0 elsewhere.
@@ -425,8 +428,12 @@ impl Simd16 for Scalar {
         b.map(|v| (v >> shift) & mask)
     }
     #[inline(always)]
-    unsafe fn bytes_join(low: Self::Bytes, high: Self::Bytes) -> Self::Bytes {
-        std::array::from_fn(|i| low[i] | (high[i] << 4))
+    unsafe fn bytes_high(b: Self::Bytes, bit: u32, count: u32) -> Self::Bytes {
+        b.map(|v| ((v >> bit) & ((1 << count) - 1)) << 4)
+    }
+    #[inline(always)]
+    unsafe fn bytes_or(a: Self::Bytes, b: Self::Bytes) -> Self::Bytes {
+        std::array::from_fn(|i| a[i] | b[i])
     }
     #[inline(always)]
     unsafe fn bytes_sub(b: Self::Bytes, v: u8) -> Self::Bytes {
@@ -694,11 +701,11 @@ mod x86 {
     /// Byte operations on 32 bytes shared by both x86 paths (AVX2 instructions).
     mod bytes {
         use std::arch::x86_64::{
-            __m128i, __m256i, _mm256_and_si256, _mm256_castsi128_si256, _mm256_cmpeq_epi8,
-            _mm256_inserti128_si256, _mm256_loadu_si256, _mm256_or_si256, _mm256_set1_epi32,
-            _mm256_set1_epi64x, _mm256_set1_epi8, _mm256_setr_epi8, _mm256_shuffle_epi8,
-            _mm256_slli_epi16, _mm256_srl_epi16, _mm_cvtsi32_si128, _mm_loadu_si128,
-            _mm_srli_epi16,
+            __m128i, __m256i, _mm256_and_si256, _mm256_broadcastsi128_si256,
+            _mm256_castsi128_si256, _mm256_cmpeq_epi8, _mm256_inserti128_si256, _mm256_loadu_si256,
+            _mm256_set1_epi32, _mm256_set1_epi64x, _mm256_set1_epi8, _mm256_setr_epi8,
+            _mm256_shuffle_epi8, _mm256_sll_epi16, _mm256_srl_epi16, _mm256_srlv_epi32,
+            _mm_cvtsi32_si128, _mm_loadu_si128,
         };
         use std::arch::x86_64::{
             _mm256_abs_epi8, _mm256_castsi256_si128, _mm256_extracti128_si256, _mm256_hadd_epi32,
@@ -745,10 +752,11 @@ mod x86 {
         }
         #[inline(always)]
         pub unsafe fn nibbles16(p: *const u8) -> __m256i {
-            let b = _mm_loadu_si128(p as *const __m128i);
-            let both =
-                _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(b), _mm_srli_epi16::<4>(b));
-            _mm256_and_si256(both, _mm256_set1_epi8(15))
+            // A broadcast load (no shuffle uop) and one shift by lane, the high 128 bits by 4:
+            // one operation fewer than shifting 16 bytes and inserting them.
+            let both = _mm256_broadcastsi128_si256(_mm_loadu_si128(p as *const __m128i));
+            let high_by_four = _mm256_srlv_epi32(both, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
+            _mm256_and_si256(high_by_four, _mm256_set1_epi8(15))
         }
         #[inline(always)]
         pub unsafe fn bits(b: __m256i, shift: u32, mask: u8) -> __m256i {
@@ -758,9 +766,15 @@ mod x86 {
             )
         }
         #[inline(always)]
-        pub unsafe fn join(low: __m256i, high: __m256i) -> __m256i {
-            // Each byte of `high` below 16: the 16-bit shift moves no bit across bytes.
-            _mm256_or_si256(low, _mm256_slli_epi16::<4>(high))
+        pub unsafe fn high(b: __m256i, bit: u32, count: u32) -> __m256i {
+            // Shifting 16-bit lanes by at most 4 toward bit 4 and masking bits 4..4 + count
+            // keeps only bits that started in the same byte (`bit + count <= 8`).
+            let moved = if bit >= 4 {
+                _mm256_srl_epi16(b, _mm_cvtsi32_si128((bit - 4) as i32))
+            } else {
+                _mm256_sll_epi16(b, _mm_cvtsi32_si128((4 - bit) as i32))
+            };
+            _mm256_and_si256(moved, _mm256_set1_epi8((((1u32 << count) - 1) << 4) as i8))
         }
         /// Byte `i` repeats byte `i / 8` of the word; `bit` picks bit `i % 8`.
         #[inline(always)]
@@ -892,8 +906,12 @@ mod x86 {
                 bytes::bits(b, shift, mask)
             }
             #[inline(always)]
-            unsafe fn bytes_join(low: __m256i, high: __m256i) -> __m256i {
-                bytes::join(low, high)
+            unsafe fn bytes_high(b: __m256i, bit: u32, count: u32) -> __m256i {
+                bytes::high(b, bit, count)
+            }
+            #[inline(always)]
+            unsafe fn bytes_or(a: __m256i, b: __m256i) -> __m256i {
+                _mm256_or_si256(a, b)
             }
             #[inline(always)]
             unsafe fn bytes_sub(b: __m256i, v: u8) -> __m256i {

@@ -480,7 +480,7 @@ impl IntFormat for Q4_0 {
 #[inline(always)]
 unsafe fn five_bit_bytes<S: Simd16>(qh: *const u8, qs: *const u8) -> S::Bytes {
     let word = u32::from_le_bytes([*qh, *qh.add(1), *qh.add(2), *qh.add(3)]);
-    S::bytes_join(S::bytes_nibbles16(qs), S::bytes_where_bits(word, 1))
+    S::bytes_or(S::bytes_nibbles16(qs), S::bytes_where_bits(word, 16))
 }
 
 impl IntFormat for Q5_0 {
@@ -619,8 +619,8 @@ impl IntFormat for Q5K {
             4 * (j as u32 % 2),
             15,
         );
-        let high = S::bytes_bits(S::bytes_load(b.add(16)), j as u32, 1);
-        S::bytes_join(low, high)
+        let high = S::bytes_high(S::bytes_load(b.add(16)), j as u32, 1);
+        S::bytes_or(low, high)
     }
     k_quant_scales!();
 }
@@ -639,8 +639,8 @@ impl IntFormat for Q6K {
             4 * (r as u32 / 2),
             15,
         );
-        let high = S::bytes_bits(S::bytes_load(b.add(128 + h * 32)), 2 * r as u32, 3);
-        S::bytes_sub(S::bytes_join(low, high), 32)
+        let high = S::bytes_high(S::bytes_load(b.add(128 + h * 32)), 2 * r as u32, 2);
+        S::bytes_sub(S::bytes_or(low, high), 32)
     }
     #[inline(always)]
     unsafe fn factors(row: *const u8, chunk: usize) -> [i16; 2] {
