@@ -50,7 +50,6 @@ fn main() {
     // 896-wide rows are not whole 256-value super-blocks: K-quant files keep those in other
     // types, so K-quants here use the 1024-wide stand-in shapes.
     let k_quant = tensor_type.block().map(|(v, _)| v) == Some(256);
-    // HIDDEN=1024 (for example) gives the other types rows of whole 16-chunk groups.
     let hidden = std::env::var("HIDDEN")
         .ok()
         .and_then(|v| v.parse().ok())
