@@ -26,6 +26,7 @@ if ((${#missing[@]})); then
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  $sudo apt-get clean # the downloaded .deb files (ClickHouse's alone are large) are not needed again
 fi
 clickhouse-client --version
 redis-server --version
