@@ -174,7 +174,7 @@ fn a_bad_kernel_path_is_one_error_line() {
         (out.status.success(), String::new(), stderr),
         &[
             "PAGODA_KERNELS=sse9",
-            "scalar, avx2, avx2-vnni, avx512, avx512-vnni",
+            "scalar, avx2, avx2-vnni, avx512, avx512-vnni, avx512-amx",
         ],
     );
 }

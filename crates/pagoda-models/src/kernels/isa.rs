@@ -3,7 +3,9 @@
 //! forces a path (tests and benchmarks compare them); a forced path the CPU lacks is refused
 //! with a message rather than crashing on an illegal instruction. A `-vnni` path is its vector
 //! path plus the byte dot-product instructions (`vpdpbusd`), which only the integer prefill
-//! kernels use; every other kernel runs its vector path's code.
+//! kernels use; every other kernel runs its vector path's code. `avx512-amx` adds Intel's
+//! tile matrix instructions (AMX-INT8) to `avx512-vnni`, for the integer prefill of the formats
+//! `quant_int_amx.rs` takes.
 
 use std::sync::OnceLock;
 
@@ -19,17 +21,21 @@ pub enum Isa {
     Avx512,
     /// AVX-512 with AVX512-VNNI (Intel since Cascade Lake, AMD since Zen 4).
     Avx512Vnni,
+    /// AVX-512 VNNI with AMX-INT8 tiles (Intel Xeon since Sapphire Rapids), where the kernel
+    /// lets the process use them.
+    Avx512Amx,
 }
 
 pub const ENV_VAR: &str = "PAGODA_KERNELS";
 
 impl Isa {
-    pub const ALL: [Isa; 5] = [
+    pub const ALL: [Isa; 6] = [
         Isa::Scalar,
         Isa::Avx2,
         Isa::Avx2Vnni,
         Isa::Avx512,
         Isa::Avx512Vnni,
+        Isa::Avx512Amx,
     ];
 
     pub fn name(self) -> &'static str {
@@ -39,6 +45,7 @@ impl Isa {
             Isa::Avx2Vnni => "avx2-vnni",
             Isa::Avx512 => "avx512",
             Isa::Avx512Vnni => "avx512-vnni",
+            Isa::Avx512Amx => "avx512-amx",
         }
     }
 
@@ -47,7 +54,15 @@ impl Isa {
     pub fn vector(self) -> Isa {
         match self {
             Isa::Avx2Vnni => Isa::Avx2,
-            Isa::Avx512Vnni => Isa::Avx512,
+            Isa::Avx512Vnni | Isa::Avx512Amx => Isa::Avx512,
+            isa => isa,
+        }
+    }
+
+    /// The path without its tile extension: what every kernel but the AMX prefill runs.
+    pub fn without_amx(self) -> Isa {
+        match self {
+            Isa::Avx512Amx => Isa::Avx512Vnni,
             isa => isa,
         }
     }
@@ -77,6 +92,8 @@ impl Isa {
             Isa::Avx2Vnni => Isa::Avx2.is_supported() && is_x86_feature_detected!("avxvnni"),
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512Vnni => Isa::Avx512.is_supported() && is_x86_feature_detected!("avx512vnni"),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Amx => Isa::Avx512Vnni.is_supported() && super::quant_int_amx::available(),
             #[cfg(not(target_arch = "x86_64"))]
             _ => false,
         }
@@ -84,10 +101,16 @@ impl Isa {
 
     /// The widest path this CPU supports.
     pub fn best() -> Isa {
-        *[Isa::Avx512Vnni, Isa::Avx512, Isa::Avx2Vnni, Isa::Avx2]
-            .iter()
-            .find(|isa| isa.is_supported())
-            .unwrap_or(&Isa::Scalar)
+        *[
+            Isa::Avx512Amx,
+            Isa::Avx512Vnni,
+            Isa::Avx512,
+            Isa::Avx2Vnni,
+            Isa::Avx2,
+        ]
+        .iter()
+        .find(|isa| isa.is_supported())
+        .unwrap_or(&Isa::Scalar)
     }
 
     /// The paths this CPU supports, narrowest first.

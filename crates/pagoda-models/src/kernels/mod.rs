@@ -10,6 +10,8 @@ mod matmul;
 mod paged_attention;
 mod quant_int;
 #[cfg(target_arch = "x86_64")]
+mod quant_int_amx;
+#[cfg(target_arch = "x86_64")]
 mod quant_int_decode256;
 #[cfg(target_arch = "x86_64")]
 mod quant_int_decode512;

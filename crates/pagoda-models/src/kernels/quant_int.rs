@@ -37,6 +37,10 @@ pub struct QuantizedActs {
     wide: Vec<i8>,
     dx: Vec<f32>,
     sums: Vec<f32>,
+    /// On the AMX path, per block of 16 tokens and chunk, the chunk's bytes four at a time
+    /// per token (`quant_int_amx.rs`'s `B` tiles) and the tokens' `dx`; otherwise empty.
+    tiles: Vec<i8>,
+    tile_dx: Vec<f32>,
     pub(super) groups: usize,
 }
 
@@ -64,6 +68,8 @@ impl QuantizedActs {
             wide: vec![0; n * GROUP_BYTES * groups],
             dx: vec![0.0; n * GROUP * groups],
             sums: vec![0.0; n * GROUP * groups],
+            tiles: Vec::new(),
+            tile_dx: Vec::new(),
             groups,
         };
         let per_token = GROUP_BYTES * groups;
@@ -74,7 +80,60 @@ impl QuantizedActs {
             .zip(acts.sums.par_chunks_mut(GROUP * groups))
             .zip(x.par_chunks(cols))
             .for_each(|((((q, wide), dx), sums), x)| quantize_token(isa, x, q, wide, dx, sums));
+        #[cfg(target_arch = "x86_64")]
+        if isa == Isa::Avx512Amx && n >= super::quant_int_amx::MIN_TOKENS {
+            acts.lay_out_tiles(n);
+        }
         acts
+    }
+
+    /// The tile layout of every block of 16 tokens (zeros past the last token).
+    #[cfg(target_arch = "x86_64")]
+    pub(super) fn lay_out_tiles(&mut self, n: usize) {
+        use super::quant_int_amx::{TILE, TILE_CHUNK_BYTES};
+        let chunks = GROUP * self.groups;
+        let blocks = n.div_ceil(TILE);
+        self.tiles = vec![0; blocks * chunks * TILE_CHUNK_BYTES];
+        self.tile_dx = vec![0.0; blocks * chunks * TILE];
+        let (q, dx) = (&self.q, &self.dx);
+        self.tiles
+            .par_chunks_mut(chunks * TILE_CHUNK_BYTES)
+            .zip(self.tile_dx.par_chunks_mut(chunks * TILE))
+            .enumerate()
+            .for_each(|(b, (tiles, tile_dx))| {
+                for j in 0..TILE.min(n - b * TILE) {
+                    let t = b * TILE + j;
+                    let (q, dx) = (&q[t * chunks * 32..][..chunks * 32], &dx[t * chunks..]);
+                    for c in 0..chunks {
+                        tile_dx[c * TILE + j] = dx[c];
+                        for v in 0..8 {
+                            let at = c * TILE_CHUNK_BYTES + 64 * v + 4 * j;
+                            tiles[at..at + 4].copy_from_slice(&q[32 * c + 4 * v..][..4]);
+                        }
+                    }
+                }
+            });
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    pub(super) fn has_tiles(&self) -> bool {
+        !self.tiles.is_empty()
+    }
+
+    /// Block `block`'s `B` tile of chunk `c`.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    pub(super) fn tile_chunk(&self, block: usize, c: usize) -> *const i8 {
+        let chunks = GROUP * self.groups;
+        self.tiles[(block * chunks + c) * super::quant_int_amx::TILE_CHUNK_BYTES..].as_ptr()
+    }
+
+    /// The `dx` of block `block`'s 16 tokens for chunk `c`.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    pub(super) fn tile_dx(&self, block: usize, c: usize) -> *const f32 {
+        let chunks = GROUP * self.groups;
+        self.tile_dx[(block * chunks + c) * super::quant_int_amx::TILE..].as_ptr()
     }
 
     #[inline(always)]
@@ -204,6 +263,7 @@ fn decode_task<F: IntFormat>(
     task: Task,
     out: OutPtr,
 ) {
+    let isa = isa.without_amx();
     // SAFETY: each path is only chosen on CPUs that have its features (`Isa`).
     #[cfg(target_arch = "x86_64")]
     unsafe {

@@ -87,10 +87,14 @@ pub(super) fn int_prefill_task<F: IntFormat>(
             .decoded
             .resize(task.num_rows * ROW_LINES, Line::ZERO);
         scratch.acc.resize(TOKEN_BLOCK * task.num_rows, Line::ZERO);
+        #[cfg(target_arch = "x86_64")]
+        if isa == Isa::Avx512Amx && super::quant_int_amx::takes::<F>() && acts.has_tiles() {
+            return super::quant_int_amx::prefill_task::<F>(rows, row_bytes, call, acts, task, out);
+        }
         // SAFETY: the `-vnni` paths are only chosen on CPUs that have them (`Isa`).
         #[cfg(target_arch = "x86_64")]
         unsafe {
-            match isa {
+            match isa.without_amx() {
                 Isa::Avx512Vnni => {
                     return prefill_avx512_vnni::<F>(
                         rows, row_bytes, call, acts, task, out, scratch,
