@@ -27,7 +27,7 @@ use super::quant_prefill::Line;
 use super::simd::Avx512;
 use crate::quant::formats::{Factors, IntFormat};
 
-/// Tokens per tile (rows of a `B` tile's products) and rows per tile.
+/// Rows per tile (of `A` and of the products) and tokens per tile (their columns).
 pub(super) const TILE: usize = 16;
 /// Bytes of one block of 16 tokens' chunk in the `B` layout.
 pub(super) const TILE_CHUNK_BYTES: usize = 8 * 64;
