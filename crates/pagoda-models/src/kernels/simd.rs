@@ -260,6 +260,30 @@ pub fn prefetch(p: *const u8) {
     let _ = p;
 }
 
+/// Asks for the cache line at `p` into L2 only (a hint, as `prefetch`).
+#[inline(always)]
+pub fn prefetch_l2(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: as `prefetch`.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(p as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Whether the CPU is Intel's (CPUID leaf 0's vendor string), for tunings measured per vendor.
+pub fn is_intel() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let leaf0 = std::arch::x86_64::__cpuid(0);
+        // "GenuineIntel" in EBX, EDX, ECX.
+        (leaf0.ebx, leaf0.edx, leaf0.ecx) == (0x756e_6547, 0x4965_6e69, 0x6c65_746e)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// An element the kernels widen to f32: weights and KV-cache entries.
 pub trait Elem: Copy + Send + Sync + 'static {
     /// Already f32: kernels may read it in place instead of widening a copy.
@@ -1339,7 +1363,7 @@ mod x86 {
     }
 
     #[derive(Clone, Copy)]
-    pub struct Avx512(__m512);
+    pub struct Avx512(pub(crate) __m512);
 
     impl Simd16 for Avx512 {
         const REGISTERS: usize = 32;

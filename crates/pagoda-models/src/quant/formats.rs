@@ -335,6 +335,9 @@ pub trait IntFormat: Format {
         }
         f
     }
+    /// Each chunk's scale is the f16 in its first two bytes and it has no offset (Q8_0, Q4_0,
+    /// Q5_0): a kernel may gather a group's scales in one instruction.
+    const SCALE_F16_FIRST: bool = false;
     /// The chunk's `scale` and `offset`.
     ///
     /// # Safety
@@ -440,6 +443,7 @@ unsafe fn f16_scalar<S: Simd16>(p: *const u8) -> f32 {
 
 impl IntFormat for Q8_0 {
     const OFFSET: bool = false;
+    const SCALE_F16_FIRST: bool = true;
     const SIGNED: bool = true;
     const SPAN: usize = 1;
     #[inline(always)]
@@ -454,6 +458,7 @@ impl IntFormat for Q8_0 {
 
 impl IntFormat for Q4_0 {
     const OFFSET: bool = false;
+    const SCALE_F16_FIRST: bool = true;
     const SIGNED: bool = true;
     const SPAN: usize = 8;
     #[inline(always)]
@@ -485,6 +490,7 @@ unsafe fn five_bit_bytes<S: Simd16>(qh: *const u8, qs: *const u8) -> S::Bytes {
 
 impl IntFormat for Q5_0 {
     const OFFSET: bool = false;
+    const SCALE_F16_FIRST: bool = true;
     const SIGNED: bool = true;
     const SPAN: usize = 8;
     #[inline(always)]
