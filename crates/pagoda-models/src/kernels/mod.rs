@@ -18,6 +18,8 @@ mod quant_int_decode512;
 mod quant_int_prefill;
 mod quant_matmul;
 mod quant_prefill;
+#[cfg(target_arch = "x86_64")]
+mod rows_ahead;
 pub(crate) mod simd;
 
 pub use activation::silu_mul;

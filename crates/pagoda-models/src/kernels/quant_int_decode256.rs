@@ -12,11 +12,9 @@ use std::arch::x86_64::*;
 use super::matmul::OutPtr;
 use super::quant_int::{group_scales_into, group_step, QuantizedActs, TokenActs, GROUP};
 use super::quant_matmul::{Call, Task};
-use super::simd::{prefetch, Avx2, Simd16};
+use super::rows_ahead::RowsAhead;
+use super::simd::{Avx2, Simd16};
 use crate::quant::formats::{Factors, IntFormat};
-
-/// How far ahead rows are prefetched, as in `quant_int_decode512.rs`.
-const AHEAD_ROWS: usize = 2;
 
 /// Multiplies rows `task` (`rows` holds exactly them) by the `T` tokens of `acts`, each
 /// row's weights decoded once for all of them.
@@ -41,24 +39,34 @@ pub(super) unsafe fn tokens<F: IntFormat, const T: usize>(
         tokens[j] = acts.token(j);
     }
     let chunks = call.cols / 32;
-    let ahead_step = row_bytes.div_ceil(acts.groups).next_multiple_of(64);
+    let rows_ahead = RowsAhead::new(row_bytes, acts.groups);
+    // Byte offsets of eight chunks from the first.
+    let chunk_starts = _mm256_mullo_epi32(
+        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+        _mm256_set1_epi32(F::BYTES as i32),
+    );
     for r in 0..task.num_rows {
         let row = rows.as_ptr().add(r * row_bytes);
-        // A hint: past the task's rows it asks for lines nobody reads, and never faults.
-        let mut ahead = row.wrapping_add(AHEAD_ROWS * row_bytes);
+        let mut ahead = rows_ahead.start(row);
         let mut acc = [Avx2::zero(); T];
         for g in 0..acts.groups {
-            let mut line = 0;
-            while line < ahead_step {
-                prefetch(ahead.wrapping_add(line));
-                line += 64;
-            }
-            ahead = ahead.wrapping_add(ahead_step);
-            let mut scale = [0.0f32; GROUP];
-            let mut offset = [0.0f32; GROUP];
-            group_scales_into::<Avx2, F>(row, g, chunks, scale.as_mut_ptr(), offset.as_mut_ptr());
+            ahead = rows_ahead.ask(ahead);
             let first = GROUP * g;
             let present = chunks.saturating_sub(first).min(GROUP);
+            let mut scale = [0.0f32; GROUP];
+            let mut offset = [0.0f32; GROUP];
+            let scale = if F::SCALE_F16_FIRST {
+                gathered_scales::<F>(row, g, present, chunk_starts)
+            } else {
+                group_scales_into::<Avx2, F>(
+                    row,
+                    g,
+                    chunks,
+                    scale.as_mut_ptr(),
+                    offset.as_mut_ptr(),
+                );
+                Avx2::load(scale.as_ptr())
+            };
             let low = if present >= 8 {
                 eight_ints::<F, T, true>(row, first, 8, &tokens)
             } else {
@@ -76,7 +84,6 @@ pub(super) unsafe fn tokens<F: IntFormat, const T: usize>(
             } else {
                 Avx2::zero()
             };
-            let scale = Avx2::load(scale.as_ptr());
             for j in 0..T {
                 let ints = [low[j], high[j]];
                 acc[j] = group_step::<Avx2, F>(acc[j], ints, scale, offset, tokens[j], g);
@@ -86,6 +93,39 @@ pub(super) unsafe fn tokens<F: IntFormat, const T: usize>(
             *out.0.add(j * call.stride + task.col + r) = acc[j].reduce();
         }
     }
+}
+
+/// Group `g`'s scales (`present` chunks, zeros after) of a format whose scale is the f16
+/// at each chunk's start, as `quant_int_decode512.rs` gathers them, in two gathers of eight.
+#[inline(always)]
+unsafe fn gathered_scales<F: IntFormat>(
+    row: *const u8,
+    g: usize,
+    present: usize,
+    chunk_starts: __m256i,
+) -> Avx2 {
+    let first = row.add(GROUP * g * F::BYTES);
+    let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    let low_halves = _mm256_set1_epi32(0xFFFF);
+    macro_rules! eight {
+        ($h:literal) => {{
+            let wanted = _mm256_cmpgt_epi32(_mm256_set1_epi32(present as i32 - 8 * $h), lane);
+            let words = _mm256_mask_i32gather_epi32::<1>(
+                _mm256_setzero_si256(),
+                first.add(8 * $h * F::BYTES) as *const _,
+                chunk_starts,
+                wanted,
+            );
+            _mm256_and_si256(words, low_halves)
+        }};
+    }
+    // 128-bit lanes [0-3 of the first eight, 0-3 of the second | 4-7, 4-7], then in order.
+    let packed = _mm256_packus_epi32(eight!(0), eight!(1));
+    let ordered = _mm256_permute4x64_epi64::<0b11_01_10_00>(packed);
+    Avx2(
+        _mm256_cvtph_ps(_mm256_castsi256_si128(ordered)),
+        _mm256_cvtph_ps(_mm256_extracti128_si256::<1>(ordered)),
+    )
 }
 
 /// The exact totals of chunks `first..first + present` (`present <= 8`, all 8 with `FULL`;

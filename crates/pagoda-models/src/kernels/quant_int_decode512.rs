@@ -9,25 +9,9 @@ use std::arch::x86_64::*;
 use super::matmul::OutPtr;
 use super::quant_int::{group_scales_into, group_step, QuantizedActs, TokenActs, GROUP};
 use super::quant_matmul::{Call, Task};
-use super::simd::{is_intel, prefetch, prefetch_l2, Avx512, Simd16};
+use super::rows_ahead::RowsAhead;
+use super::simd::{Avx512, Simd16};
 use crate::quant::formats::{Factors, IntFormat};
-
-/// How far ahead rows are prefetched. One row at a time, read front to back, with the row
-/// two ahead asked for a share at each group: on AMD Zen 4 this streams Q8_0 rows about 1.5x
-/// faster than tiles of eight rows at once (`examples/quant_prefill`, `LAYERS=24`).
-const AHEAD_ROWS: usize = 2;
-
-/// On Intel, lines are asked for into L2 only and this many bytes ahead: an L1 prefetch holds
-/// one of the core's few line-fill buffers for the whole trip to memory, and the loads stall
-/// behind it. On a Xeon with AMX (one thread, `LAYERS=24`, Q8_0) this and the gathered scales
-/// stream 1.3x faster than the L1 hint two rows ahead with scales read one by one.
-const INTEL_AHEAD_BYTES: usize = 4096;
-
-/// Whether `one_token` prefetches Intel's way.
-fn prefetch_into_l2() -> bool {
-    static INTEL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *INTEL.get_or_init(is_intel)
-}
 
 /// Multiplies rows `task` (`rows` holds exactly them) by the one token of `acts`.
 ///
@@ -44,13 +28,7 @@ pub(super) unsafe fn one_token<F: IntFormat>(
 ) {
     let token = acts.token(0);
     let chunks = call.cols / 32;
-    let ahead_step = row_bytes.div_ceil(acts.groups).next_multiple_of(64);
-    let into_l2 = prefetch_into_l2();
-    let ahead_bytes = if into_l2 {
-        INTEL_AHEAD_BYTES
-    } else {
-        AHEAD_ROWS * row_bytes
-    };
+    let rows_ahead = RowsAhead::new(row_bytes, acts.groups);
     // Byte offsets of a group's chunks from its first.
     let chunk_starts = _mm512_mullo_epi32(
         _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -58,20 +36,10 @@ pub(super) unsafe fn one_token<F: IntFormat>(
     );
     for r in 0..task.num_rows {
         let row = rows.as_ptr().add(r * row_bytes);
-        // A hint: past the task's rows it asks for lines nobody reads, and never faults.
-        let mut ahead = row.wrapping_add(ahead_bytes);
+        let mut ahead = rows_ahead.start(row);
         let mut acc = Avx512::zero();
         for g in 0..acts.groups {
-            let mut line = 0;
-            while line < ahead_step {
-                if into_l2 {
-                    prefetch_l2(ahead.wrapping_add(line));
-                } else {
-                    prefetch(ahead.wrapping_add(line));
-                }
-                line += 64;
-            }
-            ahead = ahead.wrapping_add(ahead_step);
+            ahead = rows_ahead.ask(ahead);
             let present = chunks.saturating_sub(GROUP * g).min(GROUP);
             let mut scale = [0.0f32; GROUP];
             let mut offset = [0.0f32; GROUP];

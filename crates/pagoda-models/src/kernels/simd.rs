@@ -1001,7 +1001,7 @@ mod x86 {
 
     /// Lanes 0-7 and 8-15 in two AVX2 registers.
     #[derive(Clone, Copy)]
-    pub struct Avx2(__m256, __m256);
+    pub struct Avx2(pub(crate) __m256, pub(crate) __m256);
 
     impl Simd16 for Avx2 {
         const REGISTERS: usize = 8;
