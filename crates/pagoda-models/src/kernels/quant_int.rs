@@ -37,10 +37,9 @@ pub struct QuantizedActs {
     wide: Vec<i8>,
     dx: Vec<f32>,
     sums: Vec<f32>,
-    /// On the AMX path, per block of 16 tokens and chunk, the chunk's bytes four at a time
-    /// per token (`quant_int_amx.rs`'s `B` tiles) and the tokens' `dx`; otherwise empty.
-    tiles: Vec<i8>,
-    tile_dx: Vec<f32>,
+    /// On the AMX path, `q` and `dx` run on to a whole block of 16 tokens (zeros past the
+    /// last), so a tile of 16 tokens' rows (`quant_int_amx.rs`) can be loaded from any block.
+    padded_for_tiles: bool,
     pub(super) groups: usize,
 }
 
@@ -58,18 +57,38 @@ impl QuantizedActs {
     /// `round_ties_even(x * (127 / amax))` (0 when `amax` is 0); a chunk holding a NaN or an
     /// infinity gets `dx = NaN`, so the outputs it reaches are NaN as in float products.
     pub fn new(isa: Isa, x: &[f32], n: usize, cols: usize) -> QuantizedActs {
+        #[cfg(target_arch = "x86_64")]
+        let for_tiles = isa == Isa::Avx512Amx && n >= super::quant_int_amx::MIN_TOKENS;
+        #[cfg(not(target_arch = "x86_64"))]
+        let for_tiles = false;
+        QuantizedActs::padded(isa, x, n, cols, for_tiles)
+    }
+
+    /// As `new`, with `q` and `dx` run on to a whole block of 16 tokens where
+    /// `padded_for_tiles`.
+    pub(super) fn padded(
+        isa: Isa,
+        x: &[f32],
+        n: usize,
+        cols: usize,
+        padded_for_tiles: bool,
+    ) -> QuantizedActs {
         assert!(
             cols.is_multiple_of(32) && x.len() == n * cols,
             "activation shape"
         );
         let groups = (cols / 32).div_ceil(GROUP);
+        let padded = if padded_for_tiles {
+            n.next_multiple_of(16)
+        } else {
+            n
+        };
         let mut acts = QuantizedActs {
-            q: vec![0; n * GROUP_BYTES * groups],
+            q: vec![0; padded * GROUP_BYTES * groups],
             wide: vec![0; n * GROUP_BYTES * groups],
-            dx: vec![0.0; n * GROUP * groups],
+            dx: vec![0.0; padded * GROUP * groups],
             sums: vec![0.0; n * GROUP * groups],
-            tiles: Vec::new(),
-            tile_dx: Vec::new(),
+            padded_for_tiles,
             groups,
         };
         let per_token = GROUP_BYTES * groups;
@@ -80,60 +99,33 @@ impl QuantizedActs {
             .zip(acts.sums.par_chunks_mut(GROUP * groups))
             .zip(x.par_chunks(cols))
             .for_each(|((((q, wide), dx), sums), x)| quantize_token(isa, x, q, wide, dx, sums));
-        #[cfg(target_arch = "x86_64")]
-        if isa == Isa::Avx512Amx && n >= super::quant_int_amx::MIN_TOKENS {
-            acts.lay_out_tiles(n);
-        }
         acts
     }
 
-    /// The tile layout of every block of 16 tokens (zeros past the last token).
-    #[cfg(target_arch = "x86_64")]
-    pub(super) fn lay_out_tiles(&mut self, n: usize) {
-        use super::quant_int_amx::{TILE, TILE_CHUNK_BYTES};
-        let chunks = GROUP * self.groups;
-        let blocks = n.div_ceil(TILE);
-        self.tiles = vec![0; blocks * chunks * TILE_CHUNK_BYTES];
-        self.tile_dx = vec![0.0; blocks * chunks * TILE];
-        let (q, dx) = (&self.q, &self.dx);
-        self.tiles
-            .par_chunks_mut(chunks * TILE_CHUNK_BYTES)
-            .zip(self.tile_dx.par_chunks_mut(chunks * TILE))
-            .enumerate()
-            .for_each(|(b, (tiles, tile_dx))| {
-                for j in 0..TILE.min(n - b * TILE) {
-                    let t = b * TILE + j;
-                    let (q, dx) = (&q[t * chunks * 32..][..chunks * 32], &dx[t * chunks..]);
-                    for c in 0..chunks {
-                        tile_dx[c * TILE + j] = dx[c];
-                        for v in 0..8 {
-                            let at = c * TILE_CHUNK_BYTES + 64 * v + 4 * j;
-                            tiles[at..at + 4].copy_from_slice(&q[32 * c + 4 * v..][..4]);
-                        }
-                    }
-                }
-            });
-    }
-
+    /// Whether `tile_rows` may load 16 tokens from any block (the AMX path's layout).
     #[cfg(target_arch = "x86_64")]
     pub(super) fn has_tiles(&self) -> bool {
-        !self.tiles.is_empty()
+        self.padded_for_tiles
     }
 
-    /// Block `block`'s `B` tile of chunk `c`.
+    /// Bytes from one token's activations to the next's.
     #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    pub(super) fn tile_chunk(&self, block: usize, c: usize) -> *const i8 {
-        let chunks = GROUP * self.groups;
-        self.tiles[(block * chunks + c) * super::quant_int_amx::TILE_CHUNK_BYTES..].as_ptr()
+    pub(super) fn token_bytes(&self) -> usize {
+        GROUP_BYTES * self.groups
     }
 
-    /// The `dx` of block `block`'s 16 tokens for chunk `c`.
+    /// Token `first`'s activations and `dx`: a tile's rows start there, `token_bytes` and
+    /// `16 groups` floats apart. `first` a multiple of 16 below the token count.
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    pub(super) fn tile_dx(&self, block: usize, c: usize) -> *const f32 {
-        let chunks = GROUP * self.groups;
-        self.tile_dx[(block * chunks + c) * super::quant_int_amx::TILE..].as_ptr()
+    pub(super) fn tile_rows(&self, first: usize) -> (*const i8, *const f32) {
+        assert!(self.padded_for_tiles && first.is_multiple_of(16));
+        let (bytes, lanes) = (
+            first * GROUP_BYTES * self.groups,
+            first * GROUP * self.groups,
+        );
+        assert!(bytes + 16 * GROUP_BYTES * self.groups <= self.q.len());
+        (self.q[bytes..].as_ptr(), self.dx[lanes..].as_ptr())
     }
 
     #[inline(always)]
@@ -312,7 +304,8 @@ pub(super) fn int_rows_task<F: IntFormat>(
 ) {
     assert!(
         rows.len() == task.num_rows * row_bytes
-            && acts.q.len() == call.n * GROUP_BYTES * acts.groups
+            && acts.wide.len() == call.n * GROUP_BYTES * acts.groups
+            && acts.q.len() >= acts.wide.len()
     );
     assert_eq!(
         acts.groups,

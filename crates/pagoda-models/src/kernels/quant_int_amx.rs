@@ -1,15 +1,16 @@
 //! Integer prefill on Intel's AMX tiles, for the signed formats without factors or offsets
-//! (Q8_0, Q4_0, Q5_0): one `tdpbssd` multiplies 16 rows' chunk by 16 tokens' chunk, giving
-//! each (row, token) pair its exact i32 chunk sum, `isum_c` of the definition in
+//! (Q8_0, Q4_0, Q5_0): one `tdpbssd` multiplies 16 tokens' chunk by 16 rows' chunk, giving
+//! each (token, row) pair its exact i32 chunk sum, `isum_c` of the definition in
 //! `quant_int.rs`. The float step then runs as there, lane for lane, with vectors across 16
-//! tokens instead of across 16 chunks: chain `k` of an output is the `k`-th accumulator of its
-//! row, and the chains' final tree is the same adds, done across accumulators. So the outputs
-//! are the bits of every other path.
+//! rows instead of across 16 chunks: chain `k` of an output is the `k`-th accumulator of its
+//! token, and the chains' final tree is the same adds, done across accumulators. So the
+//! outputs are the bits of every other path.
 //!
-//! The rows of a task are decoded once into signed bytes, 16 rows at a time, each chunk's 32
-//! bytes in order (the `A` tile: 16 rows x 32 bytes); the activations are laid out per block of
-//! 16 tokens and chunk, four bytes of each token at a time (the `B` tile: 8 x 64 bytes, built
-//! with `QuantizedActs`).
+//! The `A` tile is 16 tokens' quantized activations as `QuantizedActs` holds them (16 x 32
+//! bytes, one token's row apart). The rows of a task are decoded once into the `B` layout,
+//! 16 rows at a time: per chunk, eight lines of 64 bytes, line `v` holding values
+//! `4 v..4 v + 4` of each of the 16 rows. A product's tile row is then one token's sums for
+//! 16 consecutive outputs, stored as one vector.
 //!
 //! Rust has no stable AMX intrinsics, so the five instructions are inline assembly. Tiles hold
 //! state the compiler does not see: every kernel configures them on entry and releases them on
@@ -27,9 +28,9 @@ use super::quant_prefill::Line;
 use super::simd::Avx512;
 use crate::quant::formats::{Factors, IntFormat};
 
-/// Rows per tile (of `A` and of the products) and tokens per tile (their columns).
+/// Tokens per tile (rows of `A` and of the products) and rows per tile (their columns).
 pub(super) const TILE: usize = 16;
-/// Bytes of one block of 16 tokens' chunk in the `B` layout.
+/// Bytes of one row tile's chunk in the `B` layout.
 pub(super) const TILE_CHUNK_BYTES: usize = 8 * 64;
 /// Fewer tokens than this stay on the vector path: a tile's 16 token columns would be
 /// mostly padding.
@@ -70,8 +71,8 @@ pub(super) fn takes<F: IntFormat>() -> bool {
     F::SIGNED && !F::OFFSET && F::FACTORS == Factors::One
 }
 
-/// The tile configuration (palette 1): tile 0 the rows (16 x 32 bytes), tile 2 a token block
-/// (8 x 64 bytes), tile 4 their products (16 x 16 i32).
+/// The tile configuration (palette 1), two sets: tiles 0 and 1 a token block (16 x 32
+/// bytes), 2 and 3 a row tile's chunk (8 x 64 bytes), 4 and 5 their products (16 x 16 i32).
 #[repr(C, align(64))]
 struct TileConfig {
     palette: u8,
@@ -86,8 +87,11 @@ const CONFIG: TileConfig = {
     let mut bytes_per_row = [0u16; 16];
     let mut rows = [0u8; 16];
     (bytes_per_row[0], rows[0]) = (32, 16);
+    (bytes_per_row[1], rows[1]) = (32, 16);
     (bytes_per_row[2], rows[2]) = (64, 8);
+    (bytes_per_row[3], rows[3]) = (64, 8);
     (bytes_per_row[4], rows[4]) = (64, 16);
+    (bytes_per_row[5], rows[5]) = (64, 16);
     TileConfig {
         palette: 1,
         start_row: 0,
@@ -98,18 +102,26 @@ const CONFIG: TileConfig = {
     }
 };
 
-/// Per-thread buffers: the task's decoded rows (`rows_padded x chunks_padded x 32` bytes),
-/// their scales, one row tile's accumulators and one step's products.
+/// Per-thread buffers: the task's rows in the `B` layout (`row tiles x chunks x 512`
+/// bytes), their scales (per row tile and chunk, 16 rows'), one row's scales as decoded,
+/// one token block's chains and two chunks' products.
 struct Scratch {
     weights: Vec<Line>,
     scales: Vec<f32>,
-    acc: Vec<Line>,
+    row_scales: Vec<f32>,
+    chains: Vec<Line>,
     products: Vec<Line>,
 }
 
 thread_local! {
     static SCRATCH: RefCell<Scratch> = const {
-        RefCell::new(Scratch { weights: Vec::new(), scales: Vec::new(), acc: Vec::new(), products: Vec::new() })
+        RefCell::new(Scratch {
+            weights: Vec::new(),
+            scales: Vec::new(),
+            row_scales: Vec::new(),
+            chains: Vec::new(),
+            products: Vec::new(),
+        })
     };
 }
 
@@ -124,18 +136,22 @@ pub(super) fn prefill_task<F: IntFormat>(
     out: OutPtr,
 ) {
     assert!(available() && takes::<F>() && acts.has_tiles());
+    assert!(call.cols.is_multiple_of(32) && call.cols / 32 <= acts.groups * GROUP);
+    assert!(rows.len() >= task.num_rows * row_bytes);
     SCRATCH.with(|scratch| {
         let scratch = &mut *scratch.borrow_mut();
-        let chunks_padded = acts.groups * GROUP;
-        let rows_padded = task.num_rows.next_multiple_of(TILE);
+        let chunks = call.cols / 32;
+        let row_tiles = task.num_rows.div_ceil(TILE);
         scratch
             .weights
-            .resize(rows_padded * chunks_padded * 32 / 64, Line::ZERO);
-        scratch.scales.resize(rows_padded * chunks_padded, 0.0);
-        // 16 chains of 16 tokens per row of a tile, and one tile of products.
-        scratch.acc.resize(TILE * GROUP, Line::ZERO);
-        scratch.products.resize(TILE, Line::ZERO);
-        // SAFETY: the CPU has AVX-512 and AMX-INT8 with the tiles granted (`available`).
+            .resize(row_tiles * chunks * TILE_CHUNK_BYTES / 64, Line::ZERO);
+        scratch.scales.resize(row_tiles * chunks * TILE, 0.0);
+        scratch.row_scales.resize(acts.groups * GROUP, 0.0);
+        // 16 chains of 16 rows per token of a block, and two tiles of products.
+        scratch.chains.resize(TILE * GROUP, Line::ZERO);
+        scratch.products.resize(2 * TILE, Line::ZERO);
+        // SAFETY: the CPU has AVX-512 and AMX-INT8 with the tiles granted (`available`);
+        // the buffers have the sizes above.
         unsafe { prefill::<F>(rows, row_bytes, call, acts, task, out, scratch) }
     })
 }
@@ -151,51 +167,69 @@ unsafe fn prefill<F: IntFormat>(
     scratch: &mut Scratch,
 ) {
     let chunks = call.cols / 32;
-    let chunks_padded = acts.groups * GROUP;
-    let row_stride = chunks_padded * 32;
+    let row_tiles = task.num_rows.div_ceil(TILE);
     let weights = scratch.weights.as_mut_ptr() as *mut u8;
     let scales = scratch.scales.as_mut_ptr();
-    // Padding rows and chunks are zeros: zero sums with zero scales, as the other paths'
-    // chunks past a row's end (their `isum` and scale are 0 too).
-    std::ptr::write_bytes(
-        weights,
-        0,
-        task.num_rows.next_multiple_of(TILE) * row_stride,
+    let row_scales = scratch.row_scales.as_mut_ptr();
+    // One chunk of a row tile, row by row, then gathered a dword of each row at a time into
+    // the `B` layout: eight gathers, where scattering each row's dwords took several times
+    // longer. Rows past the task's end keep an earlier tile's bytes: a row reaches only its
+    // own outputs, and those are never stored.
+    let mut chunk_rows = [Line::ZERO; TILE_CHUNK_BYTES / 64];
+    let chunk_rows = chunk_rows.as_mut_ptr() as *mut u8;
+    let row_starts = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32(32),
     );
-    std::ptr::write_bytes(
-        scales,
-        0,
-        task.num_rows.next_multiple_of(TILE) * chunks_padded,
-    );
-    for r in 0..task.num_rows {
-        let row = rows.as_ptr().add(r * row_bytes);
+    for tile in 0..row_tiles {
+        let present = TILE.min(task.num_rows - tile * TILE);
+        let first_row = rows.as_ptr().add(tile * TILE * row_bytes);
         for c in 0..chunks {
-            let q = F::chunk_q::<Avx512>(row, c);
-            _mm256_storeu_si256(weights.add(r * row_stride + 32 * c) as *mut __m256i, q);
+            for j in 0..present {
+                let q = F::chunk_q::<Avx512>(first_row.add(j * row_bytes), c);
+                _mm256_store_si256(chunk_rows.add(32 * j) as *mut __m256i, q);
+            }
+            let at = weights.add((tile * chunks + c) * TILE_CHUNK_BYTES);
+            for v in 0..8 {
+                let line =
+                    _mm512_i32gather_epi32::<1>(row_starts, chunk_rows.add(4 * v) as *const _);
+                _mm512_store_si512(at.add(64 * v) as *mut _, line);
+            }
         }
-        let mut unused_offsets = [0.0f32; 0];
-        F::scales_into::<Avx512>(
-            row,
-            0,
-            chunks,
-            scales.add(r * chunks_padded),
-            unused_offsets.as_mut_ptr(),
-        );
+        let scales = scales.add(tile * chunks * TILE);
+        for j in 0..TILE {
+            if j < present {
+                let mut unused_offsets = [0.0f32; 0];
+                let row = first_row.add(j * row_bytes);
+                F::scales_into::<Avx512>(row, 0, chunks, row_scales, unused_offsets.as_mut_ptr());
+            }
+            for c in 0..chunks {
+                *scales.add(c * TILE + j) = if j < present { *row_scales.add(c) } else { 0.0 };
+            }
+        }
     }
     asm!("ldtilecfg [{}]", in(reg) &CONFIG, options(nostack, readonly));
     // Token blocks outer: a block's activations stay in L1/L2 while every row tile of the
-    // task (in L2) passes over them. One block per step: with two (a second `B` and `C`
-    // tile), the chains' 32 KiB crowd L1 and a C model of this loop ran 15% slower.
+    // task (in L2) passes over them. One block per step: its 16 tokens' accumulators already
+    // take half the vector registers.
     for block in 0..call.n.div_ceil(TILE) {
-        for row_tile in 0..task.num_rows.div_ceil(TILE) {
+        for row_tile in 0..row_tiles {
             row_tile_block(acts, call, task, out, scratch, row_tile, block);
         }
     }
     asm!("tilerelease", options(nostack, nomem));
 }
 
-/// Row tile `row_tile` of the task times token block `block`: every group's products and
+/// Token block `block` times row tile `row_tile` of the task: every chunk's products and
 /// steps, then the chains' tree and the outputs.
+///
+/// Chains outer, groups inner: chain `k` takes chunks `k`, `k + 16`, `k + 32`, ... in that
+/// order, as in the definition, so its 16 tokens' accumulators stay in registers for the
+/// whole chain and are stored once. The products run one chunk ahead on the second set of
+/// tiles, so the tile unit multiplies the next chunk while the vector units step this one.
+/// Chunks past the row's end are skipped: their step adds `0 * 0` to a chain, and a chain is
+/// never -0 (it starts at +0, and a sum that cancels to zero rounds to +0), so that add
+/// changes no bit.
 #[inline(always)]
 unsafe fn row_tile_block(
     acts: &QuantizedActs,
@@ -206,45 +240,83 @@ unsafe fn row_tile_block(
     row_tile: usize,
     block: usize,
 ) {
-    let chunks_padded = acts.groups * GROUP;
-    let row_stride = chunks_padded * 32;
-    let weights = (scratch.weights.as_ptr() as *const u8).add(row_tile * TILE * row_stride);
-    let scales = scratch.scales.as_ptr().add(row_tile * TILE * chunks_padded);
-    // Chain `k` of tile row `r`: 16 tokens at `acc + 16 (16 r + k)`.
-    let acc = scratch.acc.as_mut_ptr() as *mut f32;
+    let chunks = call.cols / 32;
+    let weights = (scratch.weights.as_ptr() as *const u8).add(row_tile * chunks * TILE_CHUNK_BYTES);
+    let scales = scratch.scales.as_ptr().add(row_tile * chunks * TILE);
+    let (tokens, dx) = acts.tile_rows(block * TILE);
+    let (token_bytes, dx_stride) = (acts.token_bytes(), acts.groups * GROUP);
+    // Chain `k` of token `m`: 16 rows at `chains + 16 (16 m + k)`.
+    let chains = scratch.chains.as_mut_ptr() as *mut f32;
+    if chunks < GROUP {
+        // Chains with no chunk at all are +0, as the other paths leave them.
+        std::ptr::write_bytes(chains, 0, TILE * GROUP * 16);
+    }
+    // Two tiles of products: the `i`-th chunk stepped goes to `products + 256 (i % 2)`.
     let products = scratch.products.as_mut_ptr() as *mut i32;
-    for g in 0..acts.groups {
-        for k in 0..GROUP {
-            let c = GROUP * g + k;
-            asm!("tileloadd tmm0, [{a} + {s}*1]", a = in(reg) weights.add(32 * c),
-                s = in(reg) row_stride, options(nostack, readonly));
-            asm!("tileloadd tmm2, [{b} + {s}*1]", b = in(reg) acts.tile_chunk(block, c),
-                s = in(reg) 64usize, options(nostack, readonly));
-            asm!("tilezero tmm4", options(nostack, nomem));
-            asm!("tdpbssd tmm4, tmm0, tmm2", options(nostack, nomem));
-            asm!("tilestored [{p} + {s}*1], tmm4", p = in(reg) products, s = in(reg) 64usize,
-                options(nostack));
-            let dx = _mm512_loadu_ps(acts.tile_dx(block, c));
-            for r in 0..TILE {
-                let scale = _mm512_set1_ps(*scales.add(r * chunks_padded + c));
-                let chain = acc.add((r * GROUP + k) * 16);
-                let before = if g == 0 {
-                    _mm512_setzero_ps()
-                } else {
-                    _mm512_load_ps(chain)
-                };
-                let isum = _mm512_load_si512(products.add(r * TILE) as *const _);
-                let step =
-                    _mm512_fmadd_ps(_mm512_mul_ps(scale, dx), _mm512_cvtepi32_ps(isum), before);
-                _mm512_store_ps(chain, step);
+    // The next step's output lines, asked for with write intent now: its 16 stores
+    // otherwise wait on memory behind every store before them (5-8% of this kernel).
+    let (next_block, next_tile) = if (row_tile + 1) * TILE < task.num_rows {
+        (block, row_tile + 1)
+    } else {
+        (block + 1, 0)
+    };
+    for m in 0..TILE.min(call.n.saturating_sub(next_block * TILE)) {
+        let at = out
+            .0
+            .add((next_block * TILE + m) * call.stride + task.col + next_tile * TILE);
+        _mm_prefetch::<_MM_HINT_ET0>(at as *const i8);
+    }
+    let mut acc = [_mm512_setzero_ps(); TILE];
+    let (mut k, mut g, mut parity) = (0, 0, 0);
+    multiply::<0>(tokens, token_bytes, weights, 0);
+    loop {
+        let c = GROUP * g + k;
+        // The chunk after `c` in chain order, if any.
+        let (mut next_k, mut next_g) = (k, g + 1);
+        if GROUP * next_g + next_k >= chunks {
+            (next_k, next_g) = (k + 1, 0);
+        }
+        let has_next = next_k < GROUP.min(chunks);
+        if has_next {
+            let next = GROUP * next_g + next_k;
+            if parity == 0 {
+                multiply::<1>(tokens, token_bytes, weights, next);
+            } else {
+                multiply::<0>(tokens, token_bytes, weights, next);
             }
         }
+        let isums = products.add(parity * TILE * TILE);
+        if parity == 0 {
+            asm!("tilestored [{p} + {s}*1], tmm4", p = in(reg) isums, s = in(reg) 64usize,
+                options(nostack));
+        } else {
+            asm!("tilestored [{p} + {s}*1], tmm5", p = in(reg) isums, s = in(reg) 64usize,
+                options(nostack));
+        }
+        let scale = _mm512_loadu_ps(scales.add(c * TILE));
+        for (m, acc) in acc.iter_mut().enumerate() {
+            let dx = _mm512_set1_ps(*dx.add(m * dx_stride + c));
+            let isum = _mm512_load_si512(isums.add(m * TILE) as *const _);
+            *acc = _mm512_fmadd_ps(_mm512_mul_ps(scale, dx), _mm512_cvtepi32_ps(isum), *acc);
+        }
+        if next_k != k || !has_next {
+            for (m, acc) in acc.iter_mut().enumerate() {
+                _mm512_store_ps(chains.add((m * GROUP + k) * 16), *acc);
+                *acc = _mm512_setzero_ps();
+            }
+        }
+        if !has_next {
+            break;
+        }
+        (k, g, parity) = (next_k, next_g, parity ^ 1);
     }
     // The chains' tree (`reduce_lanes`): chain k takes k + 8, then k + 4, k + 2, k + 1.
     let first = block * TILE;
-    for r in 0..TILE.min(task.num_rows - row_tile * TILE) {
+    let rows = TILE.min(task.num_rows - row_tile * TILE);
+    let mask: __mmask16 = if rows == TILE { !0 } else { (1 << rows) - 1 };
+    for m in 0..TILE.min(call.n - first) {
         let mut v: [__m512; GROUP] =
-            std::array::from_fn(|k| _mm512_load_ps(acc.add((r * GROUP + k) * 16)));
+            std::array::from_fn(|k| _mm512_load_ps(chains.add((m * GROUP + k) * 16)));
         let mut width = GROUP / 2;
         while width > 0 {
             for l in 0..width {
@@ -252,12 +324,33 @@ unsafe fn row_tile_block(
             }
             width /= 2;
         }
-        let mut sums = [0.0f32; TILE];
-        _mm512_storeu_ps(sums.as_mut_ptr(), v[0]);
-        for (j, &sum) in sums.iter().enumerate().take(call.n - first) {
-            *out.0
-                .add((first + j) * call.stride + task.col + row_tile * TILE + r) = sum;
-        }
+        let at = out
+            .0
+            .add((first + m) * call.stride + task.col + row_tile * TILE);
+        _mm512_mask_storeu_ps(at, mask, v[0]);
+    }
+}
+
+/// Chunk `c`'s products of the 16 tokens at `a` (`a_stride` bytes apart) and the row tile
+/// whose chunk 0 is at `b` in the `B` layout, into `tmm4` (`SET` 0: tokens in `tmm0`, rows
+/// in `tmm2`) or `tmm5` (`SET` 1: `tmm1`, `tmm3`).
+#[inline(always)]
+unsafe fn multiply<const SET: usize>(a: *const i8, a_stride: usize, b: *const u8, c: usize) {
+    let (a, b) = (a.add(32 * c), b.add(TILE_CHUNK_BYTES * c));
+    if SET == 0 {
+        asm!("tileloadd tmm0, [{a} + {s}*1]", a = in(reg) a, s = in(reg) a_stride,
+            options(nostack, readonly));
+        asm!("tileloadd tmm2, [{b} + {s}*1]", b = in(reg) b, s = in(reg) 64usize,
+            options(nostack, readonly));
+        asm!("tilezero tmm4", options(nostack, nomem));
+        asm!("tdpbssd tmm4, tmm0, tmm2", options(nostack, nomem));
+    } else {
+        asm!("tileloadd tmm1, [{a} + {s}*1]", a = in(reg) a, s = in(reg) a_stride,
+            options(nostack, readonly));
+        asm!("tileloadd tmm3, [{b} + {s}*1]", b = in(reg) b, s = in(reg) 64usize,
+            options(nostack, readonly));
+        asm!("tilezero tmm5", options(nostack, nomem));
+        asm!("tdpbssd tmm5, tmm1, tmm3", options(nostack, nomem));
     }
 }
 
@@ -267,38 +360,50 @@ mod tests {
     use crate::kernels::Isa;
 
     #[test]
-    fn token_blocks_hold_each_chunk_four_bytes_per_token_at_a_time() {
+    fn token_blocks_are_the_tokens_rows_then_zeros_to_a_whole_block() {
         // 33 tokens: three blocks, the last with one token; 224 values: 7 chunks of a group
         // of 16, the rest padding.
         let (n, cols) = (33, 224);
         let x: Vec<f32> = (0..n * cols)
             .map(|i| ((i * 37) % 101) as f32 - 50.0)
             .collect();
-        let mut acts = QuantizedActs::new(Isa::Scalar, &x, n, cols);
-        assert!(!acts.has_tiles(), "only the AMX path lays them out");
-        acts.lay_out_tiles(n);
-        for t in 0..n {
-            let token = acts.token(t);
-            for c in 0..GROUP {
-                let (block, j) = (t / TILE, t % TILE);
-                let tile = acts.tile_chunk(block, c);
-                for i in 0..32 {
-                    // SAFETY: within the token's group and the block's tile.
-                    let (want, got) = unsafe {
-                        (
-                            *token.q.add(32 * c + i),
-                            *tile.add(64 * (i / 4) + 4 * j + i % 4),
-                        )
+        let vector = QuantizedActs::new(Isa::Scalar, &x, n, cols);
+        assert!(!vector.has_tiles(), "only the AMX path pads its blocks");
+        let acts = QuantizedActs::padded(Isa::Scalar, &x, n, cols, true);
+        assert!(acts.has_tiles());
+        let (bytes, lanes) = (acts.token_bytes(), acts.groups * GROUP);
+        for block in 0..n.div_ceil(TILE) {
+            let (q, dx) = acts.tile_rows(block * TILE);
+            for m in 0..TILE {
+                let t = block * TILE + m;
+                for i in 0..bytes {
+                    // SAFETY: within the padded activations (`tile_rows`).
+                    let got = unsafe { *q.add(m * bytes + i) };
+                    let want = if t < n {
+                        // SAFETY: within token t's bytes.
+                        unsafe { *acts.token(t).q.add(i) }
+                    } else {
+                        0
                     };
-                    assert_eq!(got, want, "token {t} chunk {c} value {i}");
+                    assert_eq!(got, want, "token {t} byte {i}");
                 }
-                // SAFETY: as above.
-                unsafe { assert_eq!(*acts.tile_dx(block, c).add(j), *token.dx.add(c)) };
+                for c in 0..lanes {
+                    // SAFETY: as above.
+                    let got = unsafe { *dx.add(m * lanes + c) };
+                    // SAFETY: within token t's chunks.
+                    let want = if t < n {
+                        unsafe { *acts.token(t).dx.add(c) }
+                    } else {
+                        0.0
+                    };
+                    assert_eq!(got.to_bits(), want.to_bits(), "token {t} dx {c}");
+                }
             }
         }
-        // Past the last token: zeros.
-        let tile = acts.tile_chunk(2, 0);
-        // SAFETY: within the last block's tile.
-        assert!((0..TILE_CHUNK_BYTES).all(|b| b % 64 < 4 || unsafe { *tile.add(b) } == 0));
+        // The tokens themselves are what the vector path quantizes.
+        // SAFETY: token 32's bytes on both.
+        let same =
+            (0..bytes).all(|i| unsafe { *acts.token(32).q.add(i) == *vector.token(32).q.add(i) });
+        assert!(same);
     }
 }

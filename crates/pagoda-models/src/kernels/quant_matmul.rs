@@ -434,11 +434,12 @@ mod tests {
     #[test]
     fn integer_products_are_the_same_bits_on_every_path_and_batch_and_near_their_definition() {
         // An odd chunk count (224 = 7 chunks) as well as even ones; with AMX, one and three
-        // blocks of 16 tokens, the last one short (`quant_int_amx.rs`).
+        // blocks of 16 tokens, the last one short, and chains of one to three chunks (40
+        // chunks: chains 0-7 take three) on one to five row tiles (`quant_int_amx.rs`).
         let cases = [
             (224, [3, 9].as_slice(), [1, 2, 5, 16, 33].as_slice()),
             (512, &[1, 5, 37], &[1, 2, 3, 4, 9, 32]),
-            (1280, &[7, 66], &[1, 3, 7]),
+            (1280, &[7, 66], &[1, 3, 7, 17]),
         ];
         for tensor_type in TYPES {
             if !QuantPart::has_int_dot(tensor_type) {
