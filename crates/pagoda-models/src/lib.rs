@@ -26,7 +26,7 @@ pub use error::{ModelError, Result};
 pub use generation_config::GenerationConfig;
 pub use kernels::Isa;
 pub use kv_cache::{KvCacheDtype, KvCacheShape};
-pub use loader::{LoadFormat, LoadOptions, QuantDot, QuantRepack};
+pub use loader::{LoadFormat, LoadOptions, QuantDot, QuantPages, QuantRepack};
 pub use matrix::WeightDtype;
 pub use model::CausalLm;
 pub use runner::{Logits, ModelRunner};

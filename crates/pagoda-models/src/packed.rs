@@ -135,6 +135,13 @@ pub(crate) fn huge_page_vec<T: Copy>(len: usize, value: T) -> Vec<T> {
     v
 }
 
+/// Whether the kernel backs memory with 2 MiB pages when `huge_page_vec` asks (transparent
+/// huge pages `always` or `madvise`).
+pub(crate) fn huge_pages_offered() -> bool {
+    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .is_ok_and(|mode| mode.contains("[always]") || mode.contains("[madvise]"))
+}
+
 fn pack_rows<T: Elem>(v: &[T], rows: usize, cols: usize) -> Vec<T> {
     let panels = rows.div_ceil(PANEL);
     let mut out = huge_page_vec(panels * PANEL * cols, T::from_f32(0.0));

@@ -75,11 +75,9 @@ impl ModelRunner {
             cfg.vocab_size,
             cfg.max_position_embeddings,
         )?;
-        // On a worker of the kernels' pool: the parallel loops inside then fork from a worker
-        // instead of each waking the pool from outside and sleeping until it is done (two
-        // context switches per matmul, a tenth of one-thread decode in `perf`).
-        let (model, cache, isa) = (&self.model, &mut self.cache, self.isa);
-        let data = rayon::scope(|_| model.forward(isa, batch, cache));
+        // The kernels' loops run on their own threads (`kernels/pool.rs`), with this thread
+        // taking tasks alongside them.
+        let data = self.model.forward(self.isa, batch, &mut self.cache);
         Ok(Logits {
             vocab_size: cfg.vocab_size,
             data,

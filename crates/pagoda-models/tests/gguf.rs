@@ -8,7 +8,9 @@ use std::path::PathBuf;
 
 use common::*;
 use pagoda_gguf::{GgufFile, TensorType};
-use pagoda_models::loader::{load_config, load_model, LoadOptions, QuantDot, QuantRepack};
+use pagoda_models::loader::{
+    load_config, load_model, LoadOptions, QuantDot, QuantPages, QuantRepack,
+};
 use pagoda_models::quant::{dequantize_row, QuantBytes, QuantPart};
 use pagoda_models::{ForwardBatch, Isa, KvCacheShape, ModelRunner, WeightDtype};
 
@@ -197,12 +199,19 @@ fn quantized_logits_are_bitwise_the_same_alone_batched_and_on_every_path() {
         .iter()
         .flat_map(|f| [(*f, QuantDot::Exact), (*f, QuantDot::Int8)])
     {
+        // Alone from the file's map; batched from the copy in 2 MiB pages where the kernel
+        // offers them (`QuantPages::Auto`): the same bits either way.
+        let mapped = LoadOptions {
+            quant_dot,
+            pages: QuantPages::Mapped,
+            ..Default::default()
+        };
         let options = LoadOptions {
             quant_dot,
             ..Default::default()
         };
         let cases = gguf_cases(file);
-        let mut alone_runner = gguf_runner_from(file, 128, Isa::Scalar, &options);
+        let mut alone_runner = gguf_runner_from(file, 128, Isa::Scalar, &mapped);
         let alone: Vec<Vec<f32>> = cases
             .iter()
             .enumerate()

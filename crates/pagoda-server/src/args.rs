@@ -47,6 +47,11 @@ pub struct ServeArgs {
     /// int8 (activations quantized per 32 values, integer products) [default: int8].
     #[arg(long, env = "PAGODA_QUANT_DOT")]
     pub quant_dot: Option<String>,
+    /// Where a GGUF file's quantized weights are read from: auto (copied at load into
+    /// memory backed by 2 MiB pages where the kernel offers them) or mapped (the file's
+    /// map, no copy) [default: auto].
+    #[arg(long, env = "PAGODA_QUANT_PAGES")]
+    pub quant_pages: Option<String>,
     /// KV cache size: bytes or with a unit, e.g. 512MiB, 2GiB [default: 2GiB].
     #[arg(long, env = "PAGODA_KV_CACHE_MEMORY", value_parser = parse_byte_size)]
     pub kv_cache_memory: Option<u64>,

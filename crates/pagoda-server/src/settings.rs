@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use pagoda_gateway::{GatewayConfig, GatewayError, SinkSpec};
-use pagoda_models::{KvCacheDtype, LoadFormat, QuantDot, QuantRepack, WeightDtype};
+use pagoda_models::{KvCacheDtype, LoadFormat, QuantDot, QuantPages, QuantRepack, WeightDtype};
 use pagoda_runtime::EngineConfig;
 use serde::Deserialize;
 
@@ -66,6 +66,7 @@ struct FileSettings {
     dtype: Option<String>,
     quant_repack: Option<String>,
     quant_dot: Option<String>,
+    quant_pages: Option<String>,
     kv_cache_memory: Option<Size>,
     kv_cache_dtype: Option<String>,
     max_model_len: Option<usize>,
@@ -195,6 +196,16 @@ impl Settings {
                 return Err(setting(
                     "quant-dot",
                     format!("`{other}` is not exact or int8"),
+                ))
+            }
+        };
+        engine.load.pages = match args.quant_pages.or(file.quant_pages).as_deref() {
+            None | Some("auto") => QuantPages::Auto,
+            Some("mapped") => QuantPages::Mapped,
+            Some(other) => {
+                return Err(setting(
+                    "quant-pages",
+                    format!("`{other}` is not auto or mapped"),
                 ))
             }
         };
@@ -683,10 +694,10 @@ mod tests {
     }
 
     #[test]
-    fn quantized_weights_take_their_repack_and_dot_from_flags_or_the_file() {
+    fn quantized_weights_take_their_repack_dot_and_pages_from_flags_or_the_file() {
         let path = write_config(
             "quant",
-            "model = \"/m.gguf\"\nquant-dot = \"exact\"\nquant-repack = \"off\"\n",
+            "model = \"/m.gguf\"\nquant-dot = \"exact\"\nquant-repack = \"off\"\nquant-pages = \"mapped\"\n",
         );
         let from_file = Settings::resolve(ServeArgs {
             config: Some(path.clone()),
@@ -695,16 +706,19 @@ mod tests {
         .unwrap();
         assert_eq!(from_file.engine.load.quant_dot, QuantDot::Exact);
         assert_eq!(from_file.engine.load.repack, QuantRepack::Off);
+        assert_eq!(from_file.engine.load.pages, QuantPages::Mapped);
         let flagged = Settings::resolve(ServeArgs {
             config: Some(path.clone()),
             quant_dot: Some("int8".into()),
             quant_repack: Some("q8_0".into()),
+            quant_pages: Some("auto".into()),
             ..ServeArgs::default()
         })
         .unwrap();
         std::fs::remove_file(path).ok();
         assert_eq!(flagged.engine.load.quant_dot, QuantDot::Int8);
         assert_eq!(flagged.engine.load.repack, QuantRepack::Q8_0);
+        assert_eq!(flagged.engine.load.pages, QuantPages::Auto);
         let defaults = Settings::resolve(ServeArgs {
             model: Some("/m.gguf".into()),
             ..ServeArgs::default()
@@ -712,14 +726,17 @@ mod tests {
         .unwrap();
         assert_eq!(defaults.engine.load.quant_dot, QuantDot::Int8);
         assert_eq!(defaults.engine.load.repack, QuantRepack::Auto);
-        for (dot, repack, field) in [
-            (Some("int4"), None, "quant-dot"),
-            (None, Some("q4_0"), "quant-repack"),
+        assert_eq!(defaults.engine.load.pages, QuantPages::Auto);
+        for (dot, repack, pages, field) in [
+            (Some("int4"), None, None, "quant-dot"),
+            (None, Some("q4_0"), None, "quant-repack"),
+            (None, None, Some("huge"), "quant-pages"),
         ] {
             let err = Settings::resolve(ServeArgs {
                 model: Some("/m.gguf".into()),
                 quant_dot: dot.map(Into::into),
                 quant_repack: repack.map(Into::into),
+                quant_pages: pages.map(Into::into),
                 ..ServeArgs::default()
             })
             .expect_err("a bad value is refused");

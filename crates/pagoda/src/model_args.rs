@@ -1,7 +1,9 @@
 //! Model and engine flags shared by the commands that load a model.
 
 use clap::{Args, ValueEnum};
-use pagoda_models::{KvCacheDtype, LoadFormat, LoadOptions, QuantDot, QuantRepack, WeightDtype};
+use pagoda_models::{
+    KvCacheDtype, LoadFormat, LoadOptions, QuantDot, QuantPages, QuantRepack, WeightDtype,
+};
 use pagoda_runtime::EngineConfig;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -31,6 +33,15 @@ pub enum QuantRepackArg {
     /// Q4_0/Q5_0 always widened to Q8_0 (same values, 1.5-1.9x their bytes).
     #[value(name = "q8_0")]
     Q8_0,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum QuantPagesArg {
+    /// Copied at load into memory backed by 2 MiB pages where the kernel offers them
+    /// (faster decode); the file's map otherwise.
+    Auto,
+    /// Read from the file's map (no copy, 4 KiB pages shared with the page cache).
+    Mapped,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -82,6 +93,9 @@ pub struct ModelArgs {
     /// How a GGUF file's quantized weights are multiplied (int8 as llama.cpp does, or exact).
     #[arg(long, value_enum, default_value = "int8", env = "PAGODA_QUANT_DOT")]
     pub quant_dot: QuantDotArg,
+    /// Where a GGUF file's quantized weights are read from while the model runs.
+    #[arg(long, value_enum, default_value = "auto", env = "PAGODA_QUANT_PAGES")]
+    pub quant_pages: QuantPagesArg,
     /// KV cache size, e.g. 2GiB, 512MiB or a byte count.
     #[arg(long, default_value = "2GiB", value_parser = pagoda_server::parse_byte_size, env = "PAGODA_KV_CACHE_MEMORY")]
     pub kv_cache_memory: u64,
@@ -123,6 +137,10 @@ impl ModelArgs {
             quant_dot: match self.quant_dot {
                 QuantDotArg::Exact => QuantDot::Exact,
                 QuantDotArg::Int8 => QuantDot::Int8,
+            },
+            pages: match self.quant_pages {
+                QuantPagesArg::Auto => QuantPages::Auto,
+                QuantPagesArg::Mapped => QuantPages::Mapped,
             },
         }
     }

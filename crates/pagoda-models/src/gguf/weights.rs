@@ -3,6 +3,7 @@
 //! with each head's two rotary halves interleaved (llama.cpp's rotary layout): those rows are
 //! put back in Hugging Face order at load, still quantized.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use super::names::gguf_name;
 use crate::config::{Architecture, ModelConfig};
 use crate::error::{ModelError, Result};
 use crate::matrix::{Matrix, MatrixData, WeightDtype};
-use crate::packed::PackedMatrix;
+use crate::packed::{huge_page_vec, PackedMatrix};
 use crate::quant::{QuantBytes, QuantMatrix, QuantPart};
 use crate::weight_matrix::WeightMatrix;
 use crate::weights::WeightSource;
@@ -28,24 +29,86 @@ pub struct GgufWeights {
     widened_bytes: AtomicUsize,
     /// Quantized matrices multiplied in integers (`QuantDot::Int8`).
     int_dot: bool,
+    /// The quantized matrices read from a copy (`QuantPages::Auto`), if any.
+    copies: Option<Copies>,
+}
+
+/// Quantized matrices copied out of the map into one buffer backed by 2 MiB pages, in file
+/// order (so one matrix's rows run on into the next's), each from a 64-byte boundary.
+struct Copies {
+    bytes: Arc<Vec<u8>>,
+    /// Where each tensor (by GGUF name) starts in `bytes`.
+    starts: HashMap<String, usize>,
+}
+
+impl Copies {
+    /// The file's quantized matrices that `keep` accepts, or `None` when there are none.
+    fn of(file: &GgufFile, keep: impl Fn(&TensorInfo) -> bool) -> Option<Copies> {
+        let mut infos: Vec<&TensorInfo> = file
+            .tensors()
+            .filter(|t| t.tensor_type.is_quantized() && t.dims.len() == 2 && t.size.is_some())
+            .filter(|t| keep(t))
+            .collect();
+        infos.sort_by_key(|t| t.offset);
+        let mut starts = HashMap::with_capacity(infos.len());
+        let mut len = 0;
+        for t in &infos {
+            starts.insert(t.name.clone(), len);
+            len += t.size.expect("filtered").next_multiple_of(64);
+        }
+        if len == 0 {
+            return None;
+        }
+        let mut bytes = huge_page_vec(len, 0u8);
+        for t in &infos {
+            let src = file.tensor_bytes(t).expect("filtered");
+            bytes[starts[&t.name]..][..src.len()].copy_from_slice(src);
+        }
+        Some(Copies {
+            bytes: Arc::new(bytes),
+            starts,
+        })
+    }
 }
 
 impl GgufWeights {
+    /// `copy`: read the quantized matrices from a copy in 2 MiB pages (`QuantPages::Auto`)
+    /// rather than from the map.
     pub fn new(
         file: Arc<GgufFile>,
         config: &ModelConfig,
         widen_to_q8_0: bool,
         int_dot: bool,
+        copy: bool,
     ) -> GgufWeights {
         let interleaved_heads = matches!(config.architecture, Architecture::Llama)
             .then_some((config.num_heads, config.num_kv_heads));
+        // Not the matrices replaced at load anyway: widened ones, and llama's q/k (rows
+        // reordered into memory of their own).
+        let copies = copy
+            .then(|| {
+                Copies::of(&file, |t| {
+                    let widened = widen_to_q8_0
+                        && matches!(t.tensor_type, TensorType::Q4_0 | TensorType::Q5_0);
+                    let reordered = interleaved_heads.is_some()
+                        && (t.name.ends_with("attn_q.weight") || t.name.ends_with("attn_k.weight"));
+                    !widened && !reordered
+                })
+            })
+            .flatten();
         GgufWeights {
             file,
             interleaved_heads,
             widen_to_q8_0,
             widened_bytes: AtomicUsize::new(0),
             int_dot,
+            copies,
         }
+    }
+
+    /// Bytes of quantized matrices read from the copy in 2 MiB pages.
+    pub fn copied_bytes(&self) -> usize {
+        self.copies.as_ref().map_or(0, |c| c.bytes.len())
     }
 
     /// Bytes held in Q4_0/Q5_0 matrices widened to Q8_0 so far.
@@ -193,11 +256,25 @@ impl WeightSource for GgufWeights {
                 rows,
                 heads,
             ))),
-            None => QuantBytes::Mapped {
-                map: self.file.map().clone(),
-                offset: info.offset,
-                len: info.size.expect("known type"),
-            },
+            None => {
+                let len = info.size.expect("known type");
+                let copied = self
+                    .copies
+                    .as_ref()
+                    .and_then(|c| Some((c, *c.starts.get(&info.name)?)));
+                match copied {
+                    Some((copies, offset)) => QuantBytes::Copied {
+                        copy: copies.bytes.clone(),
+                        offset,
+                        len,
+                    },
+                    None => QuantBytes::Mapped {
+                        map: self.file.map().clone(),
+                        offset: info.offset,
+                        len,
+                    },
+                }
+            }
         };
         let part = QuantPart::new(info.tensor_type, rows, cols, bytes).map_err(|reason| {
             ModelError::BadGgufTensor {
@@ -233,5 +310,31 @@ mod tests {
         // Two heads of 4: GGUF rows [a0 b0 a1 b1] per head hold HF rows [a0 a1 b0 b1].
         let hf: Vec<usize> = (0..8).map(|r| interleaved_row(r, 8, 2)).collect();
         assert_eq!(hf, [0, 2, 1, 3, 4, 6, 5, 7]);
+    }
+
+    #[test]
+    fn copies_hold_each_kept_matrix_byte_for_byte_from_a_64_byte_boundary() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../testdata/gguf/tiny-qwen2-kquants.gguf");
+        let file = GgufFile::open(&path).unwrap();
+        let copies = Copies::of(&file, |t| !t.name.ends_with("ffn_down.weight")).unwrap();
+        let quantized: Vec<&TensorInfo> = file
+            .tensors()
+            .filter(|t| t.tensor_type.is_quantized() && t.dims.len() == 2)
+            .collect();
+        assert!(quantized.len() > copies.starts.len(), "ffn_down left out");
+        for t in quantized {
+            let start = copies.starts.get(&t.name);
+            if t.name.ends_with("ffn_down.weight") {
+                assert!(start.is_none(), "{} was left out", t.name);
+                continue;
+            }
+            let start = *start.unwrap();
+            let want = file.tensor_bytes(t).unwrap();
+            assert_eq!(start % 64, 0, "{}", t.name);
+            assert_eq!(&copies.bytes[start..][..want.len()], want, "{}", t.name);
+        }
+        // Nothing quantized kept: no copy at all.
+        assert!(Copies::of(&file, |_| false).is_none());
     }
 }

@@ -2,7 +2,7 @@
 //! code with the kernels' `exp` (the same bits on every path), rows split over the cores when
 //! there are enough of them (a 2,048-token prefill has ten million activations per layer).
 
-use rayon::prelude::*;
+use super::pool::Chunks;
 
 use super::isa::Isa;
 use super::simd::{exp, multiversion, Simd16, LANES};
@@ -24,9 +24,12 @@ pub fn silu_mul(isa: Isa, gate_up: &[f32], act: &mut [f32], i: usize) {
         silu_rows(isa, gate_up, act, i);
         return;
     }
-    act.par_chunks_mut(ROWS_PER_TASK * i)
-        .zip(gate_up.par_chunks(ROWS_PER_TASK * 2 * i))
-        .for_each(|(a, gu)| silu_rows(isa, gu, a, i));
+    let act = Chunks::new(act, ROWS_PER_TASK * i);
+    let gate_up: Vec<&[f32]> = gate_up.chunks(ROWS_PER_TASK * 2 * i).collect();
+    super::pool::for_each(act.count(), |t| {
+        // SAFETY: task `t` alone takes chunk `t`.
+        silu_rows(isa, gate_up[t], unsafe { act.get(t) }, i)
+    });
 }
 
 multiversion!(fn silu_rows<>(gate_up: &[f32], act: &mut [f32], i: usize) = silu_kernel);

@@ -7,8 +7,6 @@
 //! computed at once, never how one is summed, so a token's result is bitwise the same alone
 //! or in any batch, and on every kernel path.
 
-use rayon::prelude::*;
-
 use super::isa::{isa, Isa};
 use super::simd::{multiversion, Elem, Simd16, LANES};
 use crate::matrix::MatrixData;
@@ -59,9 +57,9 @@ pub fn matmul_with(isa: Isa, w: &PackedMatrix, x: &[f32], n: usize, out: &mut [f
 fn run<W: Elem>(isa: Isa, w: &[W], g: Geometry, x: &[f32], out: &mut [f32]) {
     let panels = g.rows.div_ceil(PANEL);
     debug_assert_eq!(w.len(), panels * PANEL * g.cols);
-    let tasks = num_tasks(panels, g.n, isa, rayon::current_num_threads());
+    let tasks = num_tasks(panels, g.n, isa, super::num_threads());
     let out = OutPtr(out.as_mut_ptr());
-    (0..tasks).into_par_iter().for_each(|task| {
+    super::pool::for_each(tasks, |task| {
         // Near-equal ranges (they differ by one panel at most).
         let p0 = task * panels / tasks;
         let p1 = (task + 1) * panels / tasks;

@@ -8,6 +8,7 @@ mod dot;
 mod isa;
 mod matmul;
 mod paged_attention;
+mod pool;
 mod quant_int;
 #[cfg(target_arch = "x86_64")]
 mod quant_int_amx;
@@ -31,5 +32,5 @@ pub use simd::Elem;
 
 /// How many threads the kernels run on (`RAYON_NUM_THREADS` when set, else every core).
 pub fn num_threads() -> usize {
-    rayon::current_num_threads()
+    pool::threads()
 }

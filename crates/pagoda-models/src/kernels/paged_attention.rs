@@ -11,8 +11,6 @@
 //! physical block numbers, so a token's result is the same whichever way its sequence was
 //! chunked or batched, and (the kernels' order being fixed) on every kernel path.
 
-use rayon::prelude::*;
-
 use super::attention_partitions::{
     merge_partials, merge_partition, normalize, partition_blocks, state_len, State,
 };
@@ -177,7 +175,7 @@ fn run<W: Elem>(isa: Isa, call: Call<'_, W>, q: &[f32], out: &mut [f32], split: 
         (first / pb, last / pb + 1)
     };
     let split = match split {
-        Split::Auto => tiles.len() * kv_heads < rayon::current_num_threads(),
+        Split::Auto => tiles.len() * kv_heads < super::num_threads(),
         #[cfg(test)]
         Split::Never => false,
         #[cfg(test)]
@@ -220,15 +218,14 @@ fn run<W: Elem>(isa: Isa, call: Call<'_, W>, q: &[f32], out: &mut [f32], split: 
     let mut scratch = vec![0.0f32; scratch_len];
     let out = OutPtr(out.as_mut_ptr());
     let scratch_ptr = OutPtr(scratch.as_mut_ptr());
-    tasks
-        .into_par_iter()
-        .for_each(|task| attend_tile(isa, call, task, q, out, scratch_ptr));
-    merges
-        .into_par_iter()
-        .for_each(|((t0, t1), kv_head, at, num_parts)| {
-            // SAFETY: the partial states were written above; each merge writes its own rows.
-            unsafe { merge_partials(dims, t0, t1, kv_head, &scratch[at..], num_parts, out) }
-        });
+    super::pool::for_each(tasks.len(), |t| {
+        attend_tile(isa, call, tasks[t], q, out, scratch_ptr)
+    });
+    super::pool::for_each(merges.len(), |m| {
+        let ((t0, t1), kv_head, at, num_parts) = merges[m];
+        // SAFETY: the partial states were written above; each merge writes its own rows.
+        unsafe { merge_partials(dims, t0, t1, kv_head, &scratch[at..], num_parts, out) }
+    });
 }
 
 /// The first and last logical blocks any token of `t0..t1` reads.

@@ -14,7 +14,7 @@
 //! Integer sums are exact in any order, so a token's outputs are the same bits alone or
 //! batched, on every path.
 
-use rayon::prelude::*;
+use super::pool::Chunks;
 
 use super::matmul::OutPtr;
 use super::quant_matmul::{Call, Task, DECODE_TOKENS};
@@ -92,13 +92,15 @@ impl QuantizedActs {
             groups,
         };
         let per_token = GROUP_BYTES * groups;
-        acts.q
-            .par_chunks_mut(per_token)
-            .zip(acts.wide.par_chunks_mut(per_token))
-            .zip(acts.dx.par_chunks_mut(GROUP * groups))
-            .zip(acts.sums.par_chunks_mut(GROUP * groups))
-            .zip(x.par_chunks(cols))
-            .for_each(|((((q, wide), dx), sums), x)| quantize_token(isa, x, q, wide, dx, sums));
+        let q = Chunks::new(&mut acts.q, per_token);
+        let wide = Chunks::new(&mut acts.wide, per_token);
+        let dx = Chunks::new(&mut acts.dx, GROUP * groups);
+        let sums = Chunks::new(&mut acts.sums, GROUP * groups);
+        super::pool::for_each(n, |t| {
+            let x = &x[t * cols..][..cols];
+            // SAFETY: task `t` alone takes token `t`'s chunks.
+            unsafe { quantize_token(isa, x, q.get(t), wide.get(t), dx.get(t), sums.get(t)) }
+        });
         acts
     }
 
@@ -140,7 +142,7 @@ impl QuantizedActs {
     }
 }
 
-// Compiled for each path (a closure run by rayon would get none of the CPU's vector
+// Compiled for each path (a closure run by the pool would get none of the CPU's vector
 // features): the chunk loop vectorizes, and the `wide` copy is the tiles' transpose.
 multiversion!(fn quantize_token<>(
     x: &[f32], q: &mut [i8], wide: &mut [i8], dx: &mut [f32], sums: &mut [f32]

@@ -8,8 +8,6 @@
 //! rows to f32 once for many tokens. Neither changes how an output is summed, so results are
 //! bitwise the same alone or batched, and on every kernel path.
 
-use rayon::prelude::*;
-
 use super::isa::Isa;
 use super::matmul::OutPtr;
 use super::quant_int::{int_rows_task, QuantizedActs};
@@ -56,14 +54,15 @@ pub fn quant_matmul_with(isa: Isa, w: &QuantMatrix, x: &[f32], n: usize, out: &m
         n,
         stride: w.rows,
     };
-    let tasks = plan(w, rayon::current_num_threads());
+    let tasks = plan(w, super::num_threads());
     let acts = w
         .parts
         .iter()
         .any(|p| p.int_dot)
         .then(|| QuantizedActs::new(isa, x, n, w.cols));
     let out = OutPtr(out.as_mut_ptr());
-    tasks.into_par_iter().for_each(|task| {
+    super::pool::for_each(tasks.len(), |t| {
+        let task = tasks[t];
         let part = &w.parts[task.part];
         match &acts {
             Some(acts) if part.int_dot => run_int_task(isa, part, call, acts, task, out),

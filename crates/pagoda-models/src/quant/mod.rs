@@ -14,11 +14,17 @@ use crate::matrix::MatrixData;
 use crate::packed::PackedMatrix;
 use formats::{Bf16Rows, F16Rows, F32Rows, Format, Q4K, Q4_0, Q4_1, Q5K, Q5_0, Q5_1, Q6K, Q8_0};
 
-/// Where a part's bytes live: in the file's map, or (rows reordered at load) in memory.
+/// Where a part's bytes live: in the file's map, in the copy of the file's quantized
+/// tensors made at load (`QuantPages::Auto`), or (rows reordered at load) in memory.
 #[derive(Clone)]
 pub enum QuantBytes {
     Mapped {
         map: Arc<Mmap>,
+        offset: usize,
+        len: usize,
+    },
+    Copied {
+        copy: Arc<Vec<u8>>,
         offset: usize,
         len: usize,
     },
@@ -29,6 +35,7 @@ impl QuantBytes {
     pub fn as_slice(&self) -> &[u8] {
         match self {
             QuantBytes::Mapped { map, offset, len } => &map[*offset..*offset + *len],
+            QuantBytes::Copied { copy, offset, len } => &copy[*offset..*offset + *len],
             QuantBytes::Owned(v) => v,
         }
     }
@@ -38,6 +45,7 @@ impl std::fmt::Debug for QuantBytes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             QuantBytes::Mapped { len, .. } => write!(f, "Mapped({len} bytes)"),
+            QuantBytes::Copied { len, .. } => write!(f, "Copied({len} bytes)"),
             QuantBytes::Owned(v) => write!(f, "Owned({} bytes)", v.len()),
         }
     }
