@@ -6,9 +6,9 @@ use crate::arch;
 use crate::batch::ForwardBatch;
 use crate::config::ModelConfig;
 use crate::error::Result;
-use crate::kernels::Isa;
+use crate::kernels::{for_each_row_with, Isa};
 use crate::kv_cache::PagedKvCache;
-use crate::layers::{GatedMlp, RmsNorm, Rotary, SelfAttention};
+use crate::layers::{AttentionScratch, GatedMlp, MlpScratch, RmsNorm, Rotary, SelfAttention};
 use crate::weight_matrix::WeightMatrix;
 use crate::weights::WeightSource;
 
@@ -121,13 +121,15 @@ impl CausalLm {
         }
         let rotary = self.rotary.table(&batch.positions);
         let mut normed = vec![0.0f32; n * h];
+        let (mut attention, mut mlp) = (AttentionScratch::default(), MlpScratch::default());
         for (layer, kv) in self.layers.iter().zip(cache.layers.iter_mut()) {
             layer.input_norm.forward(&x, &mut normed);
-            let attn = layer.attention.forward(isa, &normed, batch, &rotary, kv);
-            add_inplace(&mut x, &attn);
+            let attn = layer
+                .attention
+                .forward(isa, &normed, batch, &rotary, kv, &mut attention);
+            add_inplace(&mut x, attn, h);
             layer.post_attention_norm.forward(&x, &mut normed);
-            let mlp = layer.mlp.forward(isa, &normed, n);
-            add_inplace(&mut x, &mlp);
+            add_inplace(&mut x, layer.mlp.forward(isa, &normed, n, &mut mlp), h);
         }
         let rows = batch.logit_rows.len();
         let mut last = Vec::with_capacity(rows * h);
@@ -141,8 +143,11 @@ impl CausalLm {
     }
 }
 
-fn add_inplace(x: &mut [f32], y: &[f32]) {
-    for (a, b) in x.iter_mut().zip(y) {
-        *a += b;
-    }
+/// The residual add, `x += y`, row by row on the kernels' threads.
+fn add_inplace(x: &mut [f32], y: &[f32], width: usize) {
+    for_each_row_with(x, y, width, |_, x, y| {
+        for (a, b) in x.iter_mut().zip(y) {
+            *a += b;
+        }
+    });
 }

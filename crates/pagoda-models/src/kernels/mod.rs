@@ -19,6 +19,7 @@ mod quant_int_decode512;
 mod quant_int_prefill;
 mod quant_matmul;
 mod quant_prefill;
+mod rows;
 #[cfg(target_arch = "x86_64")]
 mod rows_ahead;
 pub(crate) mod simd;
@@ -28,6 +29,7 @@ pub use isa::{check_env, isa, Isa, ENV_VAR};
 pub use matmul::{matmul, matmul_with};
 pub use paged_attention::{paged_attention, paged_attention_with, AttentionDims};
 pub use quant_matmul::quant_matmul_with;
+pub use rows::{for_each_row, for_each_row_with, split_rows};
 pub use simd::Elem;
 
 /// How many threads the kernels run on (`RAYON_NUM_THREADS` when set, else every core).

@@ -1,11 +1,12 @@
 //! The self-attention block: fused q/k/v projection, optional per-head q/k norm (Qwen3),
 //! rotary embedding, KV write at the batch's slots, paged attention, output projection.
 
+use super::scratch::{sized, AttentionScratch};
 use super::{Linear, RmsNorm, RotaryTable};
 use crate::batch::ForwardBatch;
 use crate::config::ModelConfig;
 use crate::error::Result;
-use crate::kernels::{paged_attention_with, AttentionDims, Isa};
+use crate::kernels::{paged_attention_with, split_rows, AttentionDims, Isa};
 use crate::kv_cache::LayerKv;
 use crate::weights::WeightSource;
 
@@ -62,34 +63,43 @@ impl SelfAttention {
         self.qkv.weight.size_in_bytes() + self.o_proj.weight.size_in_bytes()
     }
 
-    /// `x` is the normalised hidden state `[tokens, hidden]`; returns `[tokens, hidden]`.
-    pub fn forward(
+    /// `x` is the normalised hidden state `[tokens, hidden]`; returns `[tokens, hidden]`,
+    /// held in `scratch`.
+    pub fn forward<'s>(
         &self,
         isa: Isa,
         x: &[f32],
         batch: &ForwardBatch,
         rotary: &RotaryTable,
         kv: &mut LayerKv,
-    ) -> Vec<f32> {
+        scratch: &'s mut AttentionScratch,
+    ) -> &'s [f32] {
         let n = batch.num_tokens();
         let q_size = self.num_heads * self.head_dim;
         let kv_size = self.num_kv_heads * self.head_dim;
-        let qkv = self.qkv.forward(isa, x, n);
-        let mut q = Vec::with_capacity(n * q_size);
-        let mut k = Vec::with_capacity(n * kv_size);
-        let mut v = Vec::with_capacity(n * kv_size);
-        for row in qkv.chunks_exact(q_size + 2 * kv_size) {
-            q.extend_from_slice(&row[..q_size]);
-            k.extend_from_slice(&row[q_size..q_size + kv_size]);
-            v.extend_from_slice(&row[q_size + kv_size..]);
-        }
+        let AttentionScratch {
+            qkv,
+            q,
+            k,
+            v,
+            heads,
+            out,
+        } = scratch;
+        let qkv = sized(qkv, n * self.qkv.out_dim());
+        self.qkv.forward(isa, x, n, qkv);
+        let (q, k, v) = (
+            sized(q, n * q_size),
+            sized(k, n * kv_size),
+            sized(v, n * kv_size),
+        );
+        split_rows(qkv, n, &mut [&mut *q, &mut *k, &mut *v]);
         if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
-            qn.forward_inplace(&mut q);
-            kn.forward_inplace(&mut k);
+            qn.forward_inplace(q);
+            kn.forward_inplace(k);
         }
-        rotary.apply(&mut q, self.num_heads);
-        rotary.apply(&mut k, self.num_kv_heads);
-        kv.write(&batch.slot_mapping, &k, &v);
+        rotary.apply(q, self.num_heads);
+        rotary.apply(k, self.num_kv_heads);
+        kv.write(&batch.slot_mapping, k, v);
         let dims = AttentionDims {
             num_heads: self.num_heads,
             num_kv_heads: self.num_kv_heads,
@@ -97,8 +107,10 @@ impl SelfAttention {
             block_size: batch.block_size,
             sliding_window: self.sliding_window,
         };
-        let mut attn = vec![0.0f32; n * q_size];
-        paged_attention_with(isa, &q, kv, batch, dims, &mut attn);
-        self.o_proj.forward(isa, &attn, n)
+        let heads = sized(heads, n * q_size);
+        paged_attention_with(isa, q, kv, batch, dims, heads);
+        let out = sized(out, n * self.o_proj.out_dim());
+        self.o_proj.forward(isa, heads, n, out);
+        out
     }
 }

@@ -58,10 +58,10 @@ impl Linear {
         self.weight.rows()
     }
 
-    /// `x` holds `n` rows of `in_dim`; returns `n` rows of `out_dim`.
-    pub fn forward(&self, isa: Isa, x: &[f32], n: usize) -> Vec<f32> {
-        let mut out = vec![0.0; n * self.weight.rows()];
-        self.weight.matmul(isa, x, n, &mut out);
+    /// `x` holds `n` rows of `in_dim`; `out` takes `n` rows of `out_dim` (every value
+    /// assigned).
+    pub fn forward(&self, isa: Isa, x: &[f32], n: usize, out: &mut [f32]) {
+        self.weight.matmul(isa, x, n, out);
         if let Some(bias) = &self.bias {
             for row in out.chunks_exact_mut(bias.len()) {
                 for (o, b) in row.iter_mut().zip(bias) {
@@ -69,6 +69,5 @@ impl Linear {
                 }
             }
         }
-        out
     }
 }

@@ -1,5 +1,6 @@
 //! The SwiGLU feed-forward block: `down(silu(gate(x)) * up(x))`, gate and up fused.
 
+use super::scratch::{sized, MlpScratch};
 use super::Linear;
 use crate::config::ModelConfig;
 use crate::error::Result;
@@ -34,11 +35,21 @@ impl GatedMlp {
         self.gate_up.weight.size_in_bytes() + self.down.weight.size_in_bytes()
     }
 
-    pub fn forward(&self, isa: Isa, x: &[f32], n: usize) -> Vec<f32> {
-        let gate_up = self.gate_up.forward(isa, x, n);
+    /// `x` is `[n, hidden]`; returns `[n, hidden]`, held in `scratch`.
+    pub fn forward<'s>(
+        &self,
+        isa: Isa,
+        x: &[f32],
+        n: usize,
+        scratch: &'s mut MlpScratch,
+    ) -> &'s [f32] {
         let i = self.intermediate;
-        let mut act = vec![0.0f32; n * i];
-        crate::kernels::silu_mul(isa, &gate_up, &mut act, i);
-        self.down.forward(isa, &act, n)
+        let gate_up = sized(&mut scratch.gate_up, n * self.gate_up.out_dim());
+        self.gate_up.forward(isa, x, n, gate_up);
+        let act = sized(&mut scratch.act, n * i);
+        crate::kernels::silu_mul(isa, gate_up, act, i);
+        let out = sized(&mut scratch.out, n * self.down.out_dim());
+        self.down.forward(isa, act, n, out);
+        out
     }
 }

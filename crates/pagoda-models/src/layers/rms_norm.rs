@@ -1,6 +1,7 @@
 //! Root-mean-square layer norm, computed in f32 as transformers does.
 
 use crate::error::Result;
+use crate::kernels::{for_each_row, for_each_row_with};
 use crate::weights::WeightSource;
 
 #[derive(Debug, Clone)]
@@ -19,15 +20,15 @@ impl RmsNorm {
 
     /// Normalises each `dim`-wide row of `x` in place.
     pub fn forward_inplace(&self, x: &mut [f32]) {
-        for row in x.chunks_exact_mut(self.weight.len()) {
-            self.normalize_row(row);
-        }
+        for_each_row(x, self.weight.len(), |_, row| self.normalize_row(row));
     }
 
     /// Writes the normalised rows of `x` into `out`.
     pub fn forward(&self, x: &[f32], out: &mut [f32]) {
-        out.copy_from_slice(x);
-        self.forward_inplace(out);
+        for_each_row_with(out, x, self.weight.len(), |_, row, x| {
+            row.copy_from_slice(x);
+            self.normalize_row(row);
+        });
     }
 
     fn normalize_row(&self, row: &mut [f32]) {

@@ -47,7 +47,7 @@ impl RotaryTable {
     /// Rotates every head of every token in `x` (`[tokens, heads * head_dim]`).
     pub fn apply(&self, x: &mut [f32], heads: usize) {
         let head_dim = 2 * self.half;
-        for (t, row) in x.chunks_exact_mut(heads * head_dim).enumerate() {
+        crate::kernels::for_each_row(x, heads * head_dim, |t, row| {
             let cos = &self.cos[t * self.half..(t + 1) * self.half];
             let sin = &self.sin[t * self.half..(t + 1) * self.half];
             for head in row.chunks_exact_mut(head_dim) {
@@ -58,7 +58,7 @@ impl RotaryTable {
                     b[i] = x2 * cos[i] + x1 * sin[i];
                 }
             }
-        }
+        });
     }
 }
 
