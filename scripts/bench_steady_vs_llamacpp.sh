@@ -6,6 +6,8 @@
 # llama-server with 32 slots, PAIRS times (default 1) alternated; then
 # scripts/ttft_after_first_wave.py summarises every run and the medians per server.
 # GGUF=FILE.gguf PAGODA_MODEL=FILE.gguf makes both servers read the same (e.g. Q4_K_M) file.
+# LLAMA_SERVER picks the peer's binary (default PEER_DIR/bin/llama-server), e.g. a build
+# without AMX.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PEER_DIR=${PEER_DIR:-/work/peer}
@@ -14,6 +16,7 @@ MODEL_DIR=$PEER_DIR/qwen2.5-0.5b-dummy-f16
 GGUF=${GGUF:-$PEER_DIR/qwen2.5-0.5b-dummy-f16.gguf}
 PAGODA_MODEL=${PAGODA_MODEL:-$MODEL_DIR}
 PAGODA=$ROOT/target/release/pagoda
+LLAMA_SERVER=${LLAMA_SERVER:-$PEER_DIR/bin/llama-server}
 PORT=${PORT:-18300}
 mkdir -p "$OUT_DIR"
 (cd "$ROOT" && cargo build --release -p pagoda --quiet)
@@ -46,7 +49,7 @@ for pair in $(seq "$PAIRS"); do
   bench "$PORT" pagoda "pagoda-$pair"
   kill -TERM "$server"; wait "$server" || true
 
-  "$PEER_DIR/bin/llama-server" -m "$GGUF" --host 127.0.0.1 --port "$((PORT + 1))" -t 2 \
+  "$LLAMA_SERVER" -m "$GGUF" --host 127.0.0.1 --port "$((PORT + 1))" -t 2 \
     -np 32 -c 16384 --no-webui >"$OUT_DIR/llama-server.log" 2>&1 &
   server=$!
   wait_ready "$((PORT + 1))"

@@ -10,7 +10,8 @@
 //! Products in integers as `--quant-dot int8` (the default) multiplies them;
 //! `PAGODA_QUANT_DOT=exact` runs the f32 kernels instead. TOKENS 1 is decode. `LAYERS=24`
 //! spreads the products over a whole model's bytes; `HIDDEN=1024` (say) sets the width of
-//! the rows that are 896 in that model.
+//! the rows that are 896 in that model; `ONLY=3` (say) runs that product alone (0 q/k/v, 1 o,
+//! 2 gate/up, 3 down).
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -55,12 +56,19 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(if k_quant { 1024 } else { 896 });
     let ffn = 4864;
-    let shapes = [
+    let all_shapes = [
         (hidden + 256, hidden),
         (hidden, hidden),
         (2 * ffn, hidden),
         (hidden, ffn),
     ];
+    let shapes: Vec<(usize, usize)> = match std::env::var("ONLY")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        Some(i) => all_shapes.get(i).into_iter().copied().collect(),
+        None => all_shapes.to_vec(),
+    };
     let panels: Vec<PackedMatrix> = if packed {
         shapes
             .iter()
