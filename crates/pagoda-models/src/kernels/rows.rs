@@ -42,7 +42,13 @@ pub fn for_each_row_with(
 /// Each of the `rows` rows of `src` cut into consecutive pieces, one per part: piece `p` of
 /// row `t` goes to row `t` of `parts[p]` (each part's rows as wide as its piece).
 pub fn split_rows(src: &[f32], rows: usize, parts: &mut [&mut [f32]]) {
-    assert!(rows > 0, "at least one row");
+    if rows == 0 {
+        assert!(
+            src.is_empty() && parts.iter().all(|p| p.is_empty()),
+            "no rows to split"
+        );
+        return;
+    }
     let widths: Vec<usize> = parts.iter().map(|p| p.len() / rows).collect();
     let width: usize = widths.iter().sum();
     assert!(
@@ -103,6 +109,8 @@ mod tests {
             vec![f32::NAN; rows * 3],
         );
         split_rows(&src, rows, &mut [&mut a, &mut b, &mut c]);
+        // An empty batch has nothing to split.
+        split_rows(&[], 0, &mut [&mut [], &mut []]);
         for t in 0..rows {
             let row = &src[t * width..][..width];
             assert_eq!(&a[t * 4..][..4], &row[..4]);
