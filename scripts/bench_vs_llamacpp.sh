@@ -10,7 +10,8 @@
 #   LLAMA_BENCH   the llama-bench binary (default PEER_DIR/bin/llama-bench), e.g. an AVX2-only
 #                 build to compare with PAGODA_KERNELS=avx2
 # Pagoda decodes after its prompt, so llama.cpp's decode runs at the same depth
-# (`llama-bench -d PROMPT_LEN`), and its prefill as a separate run.
+# (`llama-bench -d PROMPT_LEN`), and its prefill as a separate run. Each side times one run
+# after one untimed warm-up (`llama-bench -r 1` and `bench forward`'s default `--warmup 1`).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PEER_DIR=${PEER_DIR:-/work/peer}
