@@ -34,6 +34,7 @@ pub(super) const GROUP_BYTES: usize = 32 * GROUP;
 /// of its values.
 pub struct QuantizedActs {
     q: Vec<i8>,
+    /// Empty where no part of the product reads it (every part on the AMX tiles).
     wide: Vec<i8>,
     dx: Vec<f32>,
     sums: Vec<f32>,
@@ -41,6 +42,54 @@ pub struct QuantizedActs {
     /// last), so a tile of 16 tokens' rows (`quant_int_amx.rs`) can be loaded from any block.
     padded_for_tiles: bool,
     pub(super) groups: usize,
+}
+
+/// The buffers of the last `QuantizedActs` this thread dropped. Every value of a new one is
+/// written (padding included), so reusing them skips the zeroing a fresh allocation costs:
+/// a prompt's activations are megabytes per product, and the calling thread zeroed them
+/// while the kernel threads waited (1.5% of a two-thread Q8_0 prefill).
+struct Spare {
+    q: Vec<i8>,
+    wide: Vec<i8>,
+    dx: Vec<f32>,
+    sums: Vec<f32>,
+}
+
+/// Buffers larger than this (all four together) are freed, not kept.
+const SPARE_BYTES: usize = 64 << 20;
+
+thread_local! {
+    static SPARE: std::cell::RefCell<Option<Spare>> = const { std::cell::RefCell::new(None) };
+}
+
+/// `buf` holding `len` values, reusing its memory: only growth is zeroed (and then
+/// overwritten).
+fn sized<T: Copy + Default>(mut buf: Vec<T>, len: usize) -> Vec<T> {
+    if buf.len() >= len {
+        buf.truncate(len);
+    } else {
+        buf.resize(len, T::default());
+    }
+    buf
+}
+
+impl Drop for QuantizedActs {
+    fn drop(&mut self) {
+        let bytes = self.q.capacity()
+            + self.wide.capacity()
+            + 4 * (self.dx.capacity() + self.sums.capacity());
+        if bytes > SPARE_BYTES {
+            return;
+        }
+        let spare = Spare {
+            q: std::mem::take(&mut self.q),
+            wide: std::mem::take(&mut self.wide),
+            dx: std::mem::take(&mut self.dx),
+            sums: std::mem::take(&mut self.sums),
+        };
+        // A thread being torn down has no slot left; the buffers are simply freed.
+        let _ = SPARE.try_with(|slot| *slot.borrow_mut() = Some(spare));
+    }
 }
 
 /// One token's activations.
@@ -53,25 +102,32 @@ pub(super) struct TokenActs {
 }
 
 impl QuantizedActs {
+    /// `padded` as a product on `isa` would ask for it, with both layouts.
+    #[cfg(test)]
+    pub(super) fn new(isa: Isa, x: &[f32], n: usize, cols: usize) -> QuantizedActs {
+        QuantizedActs::padded(isa, x, n, cols, QuantizedActs::tiles_for(isa, n), true)
+    }
+
+    /// Whether `n` tokens' products run on the AMX tiles (where their format allows).
+    pub(super) fn tiles_for(isa: Isa, n: usize) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        return isa == Isa::Avx512Amx && n >= super::quant_int_amx::MIN_TOKENS;
+        #[cfg(not(target_arch = "x86_64"))]
+        return false;
+    }
+
     /// `x[n, cols]`, `cols` a multiple of 32. Per chunk: `dx = amax / 127`, values
     /// `round_ties_even(x * (127 / amax))` (0 when `amax` is 0); a chunk holding a NaN or an
     /// infinity gets `dx = NaN`, so the outputs it reaches are NaN as in float products.
-    pub fn new(isa: Isa, x: &[f32], n: usize, cols: usize) -> QuantizedActs {
-        #[cfg(target_arch = "x86_64")]
-        let for_tiles = isa == Isa::Avx512Amx && n >= super::quant_int_amx::MIN_TOKENS;
-        #[cfg(not(target_arch = "x86_64"))]
-        let for_tiles = false;
-        QuantizedActs::padded(isa, x, n, cols, for_tiles)
-    }
-
-    /// As `new`, with `q` and `dx` run on to a whole block of 16 tokens where
-    /// `padded_for_tiles`.
+    /// `q` and `dx` run on to a whole block of 16 tokens where `padded_for_tiles`, and
+    /// `wide` is filled only `with_lines` (the vector prefill reads it).
     pub(super) fn padded(
         isa: Isa,
         x: &[f32],
         n: usize,
         cols: usize,
         padded_for_tiles: bool,
+        with_lines: bool,
     ) -> QuantizedActs {
         assert!(
             cols.is_multiple_of(32) && x.len() == n * cols,
@@ -83,25 +139,46 @@ impl QuantizedActs {
         } else {
             n
         };
+        let spare = SPARE.with(|slot| slot.borrow_mut().take());
+        let spare = spare.unwrap_or(Spare {
+            q: Vec::new(),
+            wide: Vec::new(),
+            dx: Vec::new(),
+            sums: Vec::new(),
+        });
+        let per_token = GROUP_BYTES * groups;
         let mut acts = QuantizedActs {
-            q: vec![0; padded * GROUP_BYTES * groups],
-            wide: vec![0; n * GROUP_BYTES * groups],
-            dx: vec![0.0; padded * GROUP * groups],
-            sums: vec![0.0; n * GROUP * groups],
+            q: sized(spare.q, padded * per_token),
+            wide: sized(spare.wide, if with_lines { n * per_token } else { 0 }),
+            dx: sized(spare.dx, padded * GROUP * groups),
+            sums: sized(spare.sums, n * GROUP * groups),
             padded_for_tiles,
             groups,
         };
-        let per_token = GROUP_BYTES * groups;
+        // The block's tokens past the last are zeros (a reused buffer holds old values).
+        acts.q[n * per_token..].fill(0);
+        acts.dx[n * GROUP * groups..].fill(0.0);
         let q = Chunks::new(&mut acts.q, per_token);
         let wide = Chunks::new(&mut acts.wide, per_token);
         let dx = Chunks::new(&mut acts.dx, GROUP * groups);
         let sums = Chunks::new(&mut acts.sums, GROUP * groups);
         super::pool::for_each(n, |t| {
             let x = &x[t * cols..][..cols];
-            // SAFETY: task `t` alone takes token `t`'s chunks.
-            unsafe { quantize_token(isa, x, q.get(t), wide.get(t), dx.get(t), sums.get(t)) }
+            let wide: &mut [i8] = if with_lines {
+                // SAFETY: task `t` alone takes token `t`'s chunks.
+                unsafe { wide.get(t) }
+            } else {
+                &mut []
+            };
+            // SAFETY: as above.
+            unsafe { quantize_token(isa, x, q.get(t), wide, dx.get(t), sums.get(t)) }
         });
         acts
+    }
+
+    /// Whether `wide` was filled.
+    pub(super) fn has_lines(&self) -> bool {
+        self.wide.len() == self.sums.len() / GROUP * GROUP_BYTES
     }
 
     /// Whether `tile_rows` may load 16 tokens from any block (the AMX path's layout).
@@ -135,7 +212,12 @@ impl QuantizedActs {
         let (bytes, lanes) = (t * GROUP_BYTES * self.groups, t * GROUP * self.groups);
         TokenActs {
             q: self.q[bytes..].as_ptr(),
-            wide: self.wide[bytes..].as_ptr(),
+            // Null without lines: only the vector prefill reads it, and it asks for them.
+            wide: if self.wide.is_empty() {
+                std::ptr::null()
+            } else {
+                self.wide[bytes..].as_ptr()
+            },
             dx: self.dx[lanes..].as_ptr(),
             sums: self.sums[lanes..].as_ptr(),
         }
@@ -148,7 +230,8 @@ multiversion!(fn quantize_token<>(
     x: &[f32], q: &mut [i8], wide: &mut [i8], dx: &mut [f32], sums: &mut [f32]
 ) = quantize_token_on);
 
-/// One token's `x` into its `q`, `wide`, `dx` and `sums` (all of its groups).
+/// One token's `x` into its `q`, `wide` (unless empty), `dx` and `sums` (all of its
+/// groups, the chunks past `x`'s end zeros).
 #[inline(always)]
 unsafe fn quantize_token_on<S: Simd16>(
     x: &[f32],
@@ -160,6 +243,10 @@ unsafe fn quantize_token_on<S: Simd16>(
     for (c, (xs, qs)) in x.chunks_exact(32).zip(q.chunks_exact_mut(32)).enumerate() {
         (dx[c], sums[c]) = quantize_chunk(xs.try_into().unwrap(), qs.try_into().unwrap());
     }
+    let chunks = x.len() / 32;
+    q[x.len()..].fill(0);
+    dx[chunks..].fill(0.0);
+    sums[chunks..].fill(0.0);
     for (chunks, lines) in q
         .chunks_exact(GROUP_BYTES)
         .zip(wide.chunks_exact_mut(GROUP_BYTES))
@@ -306,8 +393,8 @@ pub(super) fn int_rows_task<F: IntFormat>(
 ) {
     assert!(
         rows.len() == task.num_rows * row_bytes
-            && acts.wide.len() == call.n * GROUP_BYTES * acts.groups
-            && acts.q.len() >= acts.wide.len()
+            && acts.sums.len() == call.n * GROUP * acts.groups
+            && acts.q.len() >= call.n * GROUP_BYTES * acts.groups
     );
     assert_eq!(
         acts.groups,
@@ -540,6 +627,65 @@ pub(super) unsafe fn group_step<S: Simd16, F: IntFormat>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every field of `acts`, bit for bit.
+    fn contents(acts: &QuantizedActs) -> (Vec<i8>, Vec<i8>, Vec<u32>, Vec<u32>) {
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect();
+        (
+            acts.q.clone(),
+            acts.wide.clone(),
+            bits(&acts.dx),
+            bits(&acts.sums),
+        )
+    }
+
+    #[test]
+    fn reused_buffers_hold_what_fresh_ones_do() {
+        // A wide product of many tokens leaves its (nonzero) buffers to this thread; a
+        // narrower one of fewer tokens then runs in them, padding and padded tokens included.
+        let wide_x: Vec<f32> = (0..40 * 640).map(|i| (i % 97) as f32 - 40.0).collect();
+        let x: Vec<f32> = (0..5 * 96).map(|i| ((i * 31) % 53) as f32 - 26.0).collect();
+        for (tiles, lines) in [(true, true), (true, false), (false, true)] {
+            let fresh = std::thread::spawn({
+                let x = x.clone();
+                move || contents(&QuantizedActs::padded(Isa::Scalar, &x, 5, 96, tiles, lines))
+            })
+            .join()
+            .unwrap();
+            drop(QuantizedActs::padded(
+                Isa::Scalar,
+                &wide_x,
+                40,
+                640,
+                true,
+                true,
+            ));
+            let reused = QuantizedActs::padded(Isa::Scalar, &x, 5, 96, tiles, lines);
+            assert_eq!(contents(&reused), fresh, "tiles {tiles} lines {lines}");
+            assert_eq!(reused.has_lines(), lines);
+            // Three chunks of a 16-chunk group, 16 tokens where padded for the tiles.
+            let tokens = if tiles { 16 } else { 5 };
+            assert_eq!(reused.q.len(), tokens * GROUP_BYTES);
+            assert!(reused.q[96..GROUP_BYTES].iter().all(|&v| v == 0));
+            assert!(reused.q[5 * GROUP_BYTES..].iter().all(|&v| v == 0));
+        }
+    }
+
+    #[test]
+    fn activations_without_lines_are_the_same_bytes() {
+        let x: Vec<f32> = (0..17 * 640)
+            .map(|i| ((i * 13) % 211) as f32 - 105.0)
+            .collect();
+        let with = QuantizedActs::padded(Isa::Scalar, &x, 17, 640, true, true);
+        let without = QuantizedActs::padded(Isa::Scalar, &x, 17, 640, true, false);
+        let (q, wide, dx, sums) = contents(&without);
+        assert!(wide.is_empty() && !without.has_lines() && with.has_lines());
+        assert_eq!((q, dx, sums), {
+            let (q, _, dx, sums) = contents(&with);
+            (q, dx, sums)
+        });
+        assert!(without.token(3).wide.is_null());
+    }
 
     #[test]
     fn activations_quantize_per_chunk_with_ties_to_even_and_nan_kept() {

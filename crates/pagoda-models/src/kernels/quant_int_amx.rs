@@ -27,6 +27,7 @@ use super::quant_matmul::{Call, Task};
 use super::quant_prefill::Line;
 use super::simd::Avx512;
 use crate::quant::formats::{Factors, IntFormat};
+use pagoda_gguf::TensorType;
 
 /// Tokens per tile (rows of `A` and of the products) and rows per tile (their columns).
 pub(super) const TILE: usize = 16;
@@ -69,6 +70,17 @@ pub(super) fn available() -> bool {
 /// whose values have no offset (`tdpbssd` multiplies signed by signed).
 pub(super) fn takes<F: IntFormat>() -> bool {
     F::SIGNED && !F::OFFSET && F::FACTORS == Factors::One
+}
+
+/// `takes` for a part's type.
+pub(super) fn takes_type(tensor_type: TensorType) -> bool {
+    use crate::quant::formats::{Q4_0, Q5_0, Q8_0};
+    match tensor_type {
+        TensorType::Q8_0 => takes::<Q8_0>(),
+        TensorType::Q4_0 => takes::<Q4_0>(),
+        TensorType::Q5_0 => takes::<Q5_0>(),
+        _ => false,
+    }
 }
 
 /// The tile configuration (palette 1), two sets: tiles 0 and 1 a token block (16 x 32
@@ -171,29 +183,26 @@ unsafe fn prefill<F: IntFormat>(
     let weights = scratch.weights.as_mut_ptr() as *mut u8;
     let scales = scratch.scales.as_mut_ptr();
     let row_scales = scratch.row_scales.as_mut_ptr();
-    // One chunk of a row tile, row by row, then gathered a dword of each row at a time into
-    // the `B` layout: eight gathers, where scattering each row's dwords took several times
-    // longer. Rows past the task's end keep an earlier tile's bytes: a row reaches only its
-    // own outputs, and those are never stored.
-    let mut chunk_rows = [Line::ZERO; TILE_CHUNK_BYTES / 64];
-    let chunk_rows = chunk_rows.as_mut_ptr() as *mut u8;
-    let row_starts = _mm512_mullo_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-        _mm512_set1_epi32(32),
-    );
+    // One chunk of a row tile, two rows a vector, transposed in registers into the `B`
+    // layout (eight gathers from a row-major copy took a third longer). Rows past the task's
+    // end are zeros: a row reaches only its own outputs, and those are never stored.
     for tile in 0..row_tiles {
         let present = TILE.min(task.num_rows - tile * TILE);
         let first_row = rows.as_ptr().add(tile * TILE * row_bytes);
         for c in 0..chunks {
-            for j in 0..present {
-                let q = F::chunk_q::<Avx512>(first_row.add(j * row_bytes), c);
-                _mm256_store_si256(chunk_rows.add(32 * j) as *mut __m256i, q);
+            let mut pairs = [_mm512_setzero_si512(); 8];
+            for (j, pair) in pairs.iter_mut().enumerate() {
+                let mut halves = [_mm256_setzero_si256(); 2];
+                for (h, half) in halves.iter_mut().enumerate() {
+                    if 2 * j + h < present {
+                        *half = F::chunk_q::<Avx512>(first_row.add((2 * j + h) * row_bytes), c);
+                    }
+                }
+                *pair = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(halves[0]), halves[1]);
             }
             let at = weights.add((tile * chunks + c) * TILE_CHUNK_BYTES);
-            for v in 0..8 {
-                let line =
-                    _mm512_i32gather_epi32::<1>(row_starts, chunk_rows.add(4 * v) as *const _);
-                _mm512_store_si512(at.add(64 * v) as *mut _, line);
+            for (v, line) in rows_to_lines(&pairs).iter().enumerate() {
+                _mm512_store_si512(at.add(64 * v) as *mut _, *line);
             }
         }
         let scales = scales.add(tile * chunks * TILE);
@@ -218,6 +227,62 @@ unsafe fn prefill<F: IntFormat>(
         }
     }
     asm!("tilerelease", options(nostack, nomem));
+}
+
+/// Permute indices taking runs of `run` dwords from `first` in each `2 run` of two vectors.
+const fn picks(first: i32, run: i32) -> [i32; 16] {
+    let mut out = [0; 16];
+    let mut i = 0;
+    while i < 16 {
+        out[i as usize] = first + (i / run) * 2 * run + i % run;
+        i += 1;
+    }
+    out
+}
+
+/// `rows_to_lines`' three rounds: the low and high runs of 4, 2 and 1 dwords.
+const PICKS: [[i32; 16]; 6] = [
+    picks(0, 4),
+    picks(4, 4),
+    picks(0, 2),
+    picks(2, 2),
+    picks(0, 1),
+    picks(1, 1),
+];
+
+/// A row tile's chunk as the `B` layout's eight lines: `pairs[j]` holds rows `2 j` and
+/// `2 j + 1` (eight dwords each); line `v` is dword `v` of every row, in row order. Three
+/// rounds of two-source permutes, each halving the dwords of a row a vector holds and
+/// doubling its rows.
+#[inline(always)]
+unsafe fn rows_to_lines(pairs: &[__m512i; 8]) -> [__m512i; 8] {
+    // Four rows a vector (dwords 0-3, then 4-7, of rows 4i..4i + 4), then eight (dwords
+    // (0, 1), (2, 3), (4, 5), (6, 7) of rows 0-7, then of rows 8-15), then all sixteen.
+    let fours = permute_round(pairs, [(0, 1), (2, 3), (4, 5), (6, 7)], pick(0), pick(1));
+    let eights = permute_round(&fours, [(0, 2), (1, 3), (4, 6), (5, 7)], pick(2), pick(3));
+    permute_round(&eights, [(0, 4), (1, 5), (2, 6), (3, 7)], pick(4), pick(5))
+}
+
+/// Permute indices `PICKS[i]` as a vector.
+#[inline(always)]
+unsafe fn pick(i: usize) -> __m512i {
+    _mm512_loadu_si512(PICKS[i].as_ptr() as *const __m512i)
+}
+
+/// For each pair `(a, b)`, the dwords `low` and then `high` pick from `v[a]` and `v[b]`.
+#[inline(always)]
+unsafe fn permute_round(
+    v: &[__m512i; 8],
+    pairs: [(usize, usize); 4],
+    low: __m512i,
+    high: __m512i,
+) -> [__m512i; 8] {
+    let mut out = [_mm512_setzero_si512(); 8];
+    for (k, (a, b)) in pairs.into_iter().enumerate() {
+        out[2 * k] = _mm512_permutex2var_epi32(v[a], low, v[b]);
+        out[2 * k + 1] = _mm512_permutex2var_epi32(v[a], high, v[b]);
+    }
+    out
 }
 
 /// Token block `block` times row tile `row_tile` of the task: every chunk's products and
@@ -369,7 +434,7 @@ mod tests {
             .collect();
         let vector = QuantizedActs::new(Isa::Scalar, &x, n, cols);
         assert!(!vector.has_tiles(), "only the AMX path pads its blocks");
-        let acts = QuantizedActs::padded(Isa::Scalar, &x, n, cols, true);
+        let acts = QuantizedActs::padded(Isa::Scalar, &x, n, cols, true, true);
         assert!(acts.has_tiles());
         let (bytes, lanes) = (acts.token_bytes(), acts.groups * GROUP);
         for block in 0..n.div_ceil(TILE) {

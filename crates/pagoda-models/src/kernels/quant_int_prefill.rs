@@ -91,6 +91,10 @@ pub(super) fn int_prefill_task<F: IntFormat>(
         if isa == Isa::Avx512Amx && super::quant_int_amx::takes::<F>() && acts.has_tiles() {
             return super::quant_int_amx::prefill_task::<F>(rows, row_bytes, call, acts, task, out);
         }
+        assert!(
+            acts.has_lines(),
+            "the vector prefill reads the activations' lines"
+        );
         // SAFETY: the `-vnni` paths are only chosen on CPUs that have them (`Isa`).
         #[cfg(target_arch = "x86_64")]
         unsafe {

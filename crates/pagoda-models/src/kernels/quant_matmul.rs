@@ -55,11 +55,12 @@ pub fn quant_matmul_with(isa: Isa, w: &QuantMatrix, x: &[f32], n: usize, out: &m
         stride: w.rows,
     };
     let tasks = plan(w, super::num_threads());
-    let acts = w
-        .parts
-        .iter()
-        .any(|p| p.int_dot)
-        .then(|| QuantizedActs::new(isa, x, n, w.cols));
+    let acts = w.parts.iter().any(|p| p.int_dot).then(|| {
+        let tiles = QuantizedActs::tiles_for(isa, n);
+        // The vector prefill's layout of the activations, unless every part uses the tiles.
+        let lines = w.parts.iter().any(|p| p.int_dot && !(tiles && on_tiles(p)));
+        QuantizedActs::padded(isa, x, n, w.cols, tiles, lines)
+    });
     let out = OutPtr(out.as_mut_ptr());
     super::pool::for_each(tasks.len(), |t| {
         let task = tasks[t];
@@ -69,6 +70,17 @@ pub fn quant_matmul_with(isa: Isa, w: &QuantMatrix, x: &[f32], n: usize, out: &m
             _ => run_task(isa, part, call, x, task, out),
         }
     });
+}
+
+/// Whether the AMX path takes this part's format (given tiles for the token count).
+fn on_tiles(part: &QuantPart) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return super::quant_int_amx::takes_type(part.tensor_type);
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = part;
+        false
+    }
 }
 
 /// Splits every part's rows into tasks: about a multiple of the thread count, each a
@@ -517,6 +529,37 @@ mod tests {
                     .zip(&want)
                     .all(|(a, b)| a.to_bits() == b.to_bits());
                 assert!(same, "{tensor_type}, {cols} values, {n} tokens");
+            }
+        }
+    }
+
+    #[test]
+    fn integer_stacks_of_tile_and_vector_types_give_each_part_its_bits() {
+        // A Q8_0 part (on the AMX tiles where the CPU has them) stacked with a Q4_K one (the
+        // vector prefill, which reads the activations' second layout): 20 tokens, every path.
+        let parts = vec![
+            QuantMatrix::new(random_part(TensorType::Q8_0, 18, 256, 5).with_int_dot(true)),
+            QuantMatrix::new(random_part(TensorType::Q4K, 11, 256, 6).with_int_dot(true)),
+        ];
+        let stacked = QuantMatrix::concat_rows(parts.clone());
+        let n = 20;
+        let x = activations(n * 256, 7);
+        for isa in Isa::supported() {
+            let mut got = vec![f32::NAN; n * stacked.rows];
+            quant_matmul_with(isa, &stacked, &x, n, &mut got);
+            let mut col = 0;
+            for part in &parts {
+                let mut alone = vec![f32::NAN; n * part.rows];
+                quant_matmul_with(Isa::Scalar, part, &x, n, &mut alone);
+                for t in 0..n {
+                    let row = &got[t * stacked.rows + col..][..part.rows];
+                    let same = row
+                        .iter()
+                        .zip(&alone[t * part.rows..])
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "{isa} part at column {col}, token {t}");
+                }
+                col += part.rows;
             }
         }
     }
