@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use pagoda_gguf::TensorType;
+use pagoda_models::aligned::AlignedVec;
 use pagoda_models::kernels::{matmul_with, quant_matmul_with};
 use pagoda_models::matrix::Matrix;
 use pagoda_models::packed::PackedMatrix;
@@ -103,7 +104,8 @@ fn main() {
     let x: Vec<f32> = (0..tokens * ffn)
         .map(|i| ((i * 37) % 101) as f32 / 101.0 - 0.5)
         .collect();
-    let mut out = vec![0.0f32; tokens * 2 * ffn];
+    // On cache lines, as the forward pass holds its products.
+    let mut out = AlignedVec::<f32>::zeroed(tokens * 2 * ffn);
     let mut results = Vec::new();
     for _ in 0..rounds {
         let t = Instant::now();

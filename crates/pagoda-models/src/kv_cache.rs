@@ -5,6 +5,7 @@
 
 use half::{bf16, f16};
 
+use crate::aligned::AlignedVec;
 use crate::config::ModelConfig;
 use crate::error::{ModelError, Result};
 use crate::kernels::Elem;
@@ -132,19 +133,20 @@ impl KvLayout {
     }
 }
 
-/// One layer's K (or V) values, in the cache's dtype.
+/// One layer's K (or V) values, in the cache's dtype, starting on a cache line: a 64-value
+/// head row of f16 is then two whole lines, not three.
 pub enum KvData {
-    F32(Vec<f32>),
-    F16(Vec<f16>),
-    BF16(Vec<bf16>),
+    F32(AlignedVec<f32>),
+    F16(AlignedVec<f16>),
+    BF16(AlignedVec<bf16>),
 }
 
 impl KvData {
     fn zeros(dtype: WeightDtype, len: usize) -> Self {
         match dtype {
-            WeightDtype::F32 => KvData::F32(vec![0.0; len]),
-            WeightDtype::F16 => KvData::F16(vec![f16::ZERO; len]),
-            WeightDtype::BF16 => KvData::BF16(vec![bf16::ZERO; len]),
+            WeightDtype::F32 => KvData::F32(AlignedVec::zeroed(len)),
+            WeightDtype::F16 => KvData::F16(AlignedVec::zeroed(len)),
+            WeightDtype::BF16 => KvData::BF16(AlignedVec::zeroed(len)),
         }
     }
 

@@ -2,6 +2,7 @@
 //! their weights in the stored dtype, and runs flattened batches from many sequences over a
 //! paged KV cache on the CPU.
 
+pub mod aligned;
 pub mod arch;
 pub mod batch;
 pub mod config;

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::aligned::AlignedVec;
 use crate::arch;
 use crate::batch::ForwardBatch;
 use crate::config::ModelConfig;
@@ -115,12 +116,12 @@ impl CausalLm {
     pub fn forward(&self, isa: Isa, batch: &ForwardBatch, cache: &mut PagedKvCache) -> Vec<f32> {
         let h = self.config.hidden_size;
         let n = batch.num_tokens();
-        let mut x = vec![0.0f32; n * h];
+        let mut x = AlignedVec::<f32>::zeroed(n * h);
         for (row, &token) in x.chunks_exact_mut(h).zip(&batch.token_ids) {
             self.embed_tokens.row_to_f32(token as usize, row);
         }
         let rotary = self.rotary.table(&batch.positions);
-        let mut normed = vec![0.0f32; n * h];
+        let mut normed = AlignedVec::<f32>::zeroed(n * h);
         let (mut attention, mut mlp) = (AttentionScratch::default(), MlpScratch::default());
         for (layer, kv) in self.layers.iter().zip(cache.layers.iter_mut()) {
             layer.input_norm.forward(&x, &mut normed);

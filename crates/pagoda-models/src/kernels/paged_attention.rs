@@ -19,6 +19,7 @@ use super::isa::{isa, Isa};
 // Shared by tasks that write disjoint rows: here each its own tokens' rows of one KV head group.
 use super::matmul::OutPtr;
 use super::simd::{exp, multiversion, Elem, Simd16, LANES};
+use crate::aligned::AlignedVec;
 use crate::batch::ForwardBatch;
 use crate::kv_cache::{KvData, KvLayout, LayerKv};
 
@@ -298,7 +299,7 @@ unsafe fn attend<S: Simd16, W: Elem>(
     // rows. Otherwise they go to `part_out`, and are merged into `acc` partition by partition
     // (or left in `scratch` for a split task's merge).
     let direct = partial.is_none() && parts.1 - parts.0 == 1;
-    let mut part_out = vec![0.0f32; if direct { 0 } else { tokens * group_len }];
+    let mut part_out = AlignedVec::<f32>::zeroed(if direct { 0 } else { tokens * group_len });
     let outs: Vec<*mut f32> = if direct {
         rows.clone()
     } else {
@@ -321,16 +322,17 @@ unsafe fn attend<S: Simd16, W: Elem>(
     let mut running_max = vec![f32::NEG_INFINITY; tokens * heads];
     // Softmax denominators, lane by lane (folded once at the end): a serial sum over the keys
     // would cost an add's latency per key.
-    let mut sums = vec![0.0f32; tokens * heads * LANES];
+    let mut sums = AlignedVec::<f32>::zeroed(tokens * heads * LANES);
     let mut correction = vec![0.0f32; heads];
     // Per head, whole vectors of scores; lanes past the block's keys are never read back.
     let padded = bs.div_ceil(LANES) * LANES;
-    let mut scores = vec![0.0f32; heads * padded];
+    let mut scores = AlignedVec::<f32>::zeroed(heads * padded);
     let wide = S::REGISTERS >= 32;
-    let mut tile_scores = vec![0.0f32; if wide { tokens * heads * padded } else { 0 }];
-    // A 16-bit block is widened once here (exactly) and read by every token and head.
-    let mut keys_f32 = vec![0.0f32; if W::IS_F32 { 0 } else { hd * bs }];
-    let mut values_f32 = vec![0.0f32; if W::IS_F32 { 0 } else { bs * hd }];
+    let mut tile_scores = AlignedVec::<f32>::zeroed(if wide { tokens * heads * padded } else { 0 });
+    // A 16-bit block is widened once here (exactly) and read by every token and head. These
+    // start on cache lines, so no whole-vector load of them splits one.
+    let mut keys_f32 = AlignedVec::<f32>::zeroed(if W::IS_F32 { 0 } else { hd * bs });
+    let mut values_f32 = AlignedVec::<f32>::zeroed(if W::IS_F32 { 0 } else { bs * hd });
     let (kp, vp) = (k.as_ptr(), v.as_ptr());
     let (first_block, last_block) = block_range(call, t0, t1);
     let pb = partition_blocks(bs);

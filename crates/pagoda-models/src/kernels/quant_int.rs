@@ -15,6 +15,7 @@
 //! batched, on every path.
 
 use super::pool::Chunks;
+use crate::aligned::{AlignedVec, Plain};
 
 use super::matmul::OutPtr;
 use super::quant_matmul::{Call, Task, DECODE_TOKENS};
@@ -33,11 +34,11 @@ pub(super) const GROUP_BYTES: usize = 32 * GROUP;
 /// `64 v + 4 k..+ 4` are values `4 v..4 v + 4` of chunk `k`), and per chunk `dx` and the sum
 /// of its values.
 pub struct QuantizedActs {
-    q: Vec<i8>,
+    q: AlignedVec<i8>,
     /// Empty where no part of the product reads it (every part on the AMX tiles).
-    wide: Vec<i8>,
-    dx: Vec<f32>,
-    sums: Vec<f32>,
+    wide: AlignedVec<i8>,
+    dx: AlignedVec<f32>,
+    sums: AlignedVec<f32>,
     /// On the AMX path, `q` and `dx` run on to a whole block of 16 tokens (zeros past the
     /// last), so a tile of 16 tokens' rows (`quant_int_amx.rs`) can be loaded from any block.
     padded_for_tiles: bool,
@@ -49,10 +50,10 @@ pub struct QuantizedActs {
 /// a prompt's activations are megabytes per product, and the calling thread zeroed them
 /// while the kernel threads waited (1.5% of a two-thread Q8_0 prefill).
 struct Spare {
-    q: Vec<i8>,
-    wide: Vec<i8>,
-    dx: Vec<f32>,
-    sums: Vec<f32>,
+    q: AlignedVec<i8>,
+    wide: AlignedVec<i8>,
+    dx: AlignedVec<f32>,
+    sums: AlignedVec<f32>,
 }
 
 /// Buffers larger than this (all four together) are freed, not kept.
@@ -64,12 +65,8 @@ thread_local! {
 
 /// `buf` holding `len` values, reusing its memory: only growth is zeroed (and then
 /// overwritten).
-fn sized<T: Copy + Default>(mut buf: Vec<T>, len: usize) -> Vec<T> {
-    if buf.len() >= len {
-        buf.truncate(len);
-    } else {
-        buf.resize(len, T::default());
-    }
+fn sized<T: Plain>(mut buf: AlignedVec<T>, len: usize) -> AlignedVec<T> {
+    buf.resize_zeroed(len);
     buf
 }
 
@@ -141,10 +138,10 @@ impl QuantizedActs {
         };
         let spare = SPARE.with(|slot| slot.borrow_mut().take());
         let spare = spare.unwrap_or(Spare {
-            q: Vec::new(),
-            wide: Vec::new(),
-            dx: Vec::new(),
-            sums: Vec::new(),
+            q: AlignedVec::new(),
+            wide: AlignedVec::new(),
+            dx: AlignedVec::new(),
+            sums: AlignedVec::new(),
         });
         let per_token = GROUP_BYTES * groups;
         let mut acts = QuantizedActs {
@@ -632,8 +629,8 @@ mod tests {
     fn contents(acts: &QuantizedActs) -> (Vec<i8>, Vec<i8>, Vec<u32>, Vec<u32>) {
         let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect();
         (
-            acts.q.clone(),
-            acts.wide.clone(),
+            acts.q.to_vec(),
+            acts.wide.to_vec(),
             bits(&acts.dx),
             bits(&acts.sums),
         )

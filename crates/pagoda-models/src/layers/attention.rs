@@ -1,7 +1,7 @@
 //! The self-attention block: fused q/k/v projection, optional per-head q/k norm (Qwen3),
 //! rotary embedding, KV write at the batch's slots, paged attention, output projection.
 
-use super::scratch::{sized, AttentionScratch};
+use super::scratch::AttentionScratch;
 use super::{Linear, RmsNorm, RotaryTable};
 use crate::batch::ForwardBatch;
 use crate::config::ModelConfig;
@@ -85,12 +85,12 @@ impl SelfAttention {
             heads,
             out,
         } = scratch;
-        let qkv = sized(qkv, n * self.qkv.out_dim());
+        let qkv = qkv.at_least(n * self.qkv.out_dim());
         self.qkv.forward(isa, x, n, qkv);
         let (q, k, v) = (
-            sized(q, n * q_size),
-            sized(k, n * kv_size),
-            sized(v, n * kv_size),
+            q.at_least(n * q_size),
+            k.at_least(n * kv_size),
+            v.at_least(n * kv_size),
         );
         split_rows(qkv, n, &mut [&mut *q, &mut *k, &mut *v]);
         if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
@@ -107,9 +107,9 @@ impl SelfAttention {
             block_size: batch.block_size,
             sliding_window: self.sliding_window,
         };
-        let heads = sized(heads, n * q_size);
+        let heads = heads.at_least(n * q_size);
         paged_attention_with(isa, q, kv, batch, dims, heads);
-        let out = sized(out, n * self.o_proj.out_dim());
+        let out = out.at_least(n * self.o_proj.out_dim());
         self.o_proj.forward(isa, heads, n, out);
         out
     }

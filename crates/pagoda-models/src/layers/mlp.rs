@@ -1,6 +1,6 @@
 //! The SwiGLU feed-forward block: `down(silu(gate(x)) * up(x))`, gate and up fused.
 
-use super::scratch::{sized, MlpScratch};
+use super::scratch::MlpScratch;
 use super::Linear;
 use crate::config::ModelConfig;
 use crate::error::Result;
@@ -44,11 +44,11 @@ impl GatedMlp {
         scratch: &'s mut MlpScratch,
     ) -> &'s [f32] {
         let i = self.intermediate;
-        let gate_up = sized(&mut scratch.gate_up, n * self.gate_up.out_dim());
+        let gate_up = scratch.gate_up.at_least(n * self.gate_up.out_dim());
         self.gate_up.forward(isa, x, n, gate_up);
-        let act = sized(&mut scratch.act, n * i);
+        let act = scratch.act.at_least(n * i);
         crate::kernels::silu_mul(isa, gate_up, act, i);
-        let out = sized(&mut scratch.out, n * self.down.out_dim());
+        let out = scratch.out.at_least(n * self.down.out_dim());
         self.down.forward(isa, act, n, out);
         out
     }

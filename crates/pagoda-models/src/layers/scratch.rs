@@ -4,31 +4,25 @@
 //! each was zeroed again for every layer, by the calling thread alone while the other kernel
 //! threads waited (`memset` was 6-7% of the prefill's samples on the Xeon). Here each is
 //! zeroed once per forward pass; after that the kernels that write into them assign every
-//! value (their tests start from NaN outputs).
+//! value (their tests start from NaN outputs). Each starts on a cache line (`aligned.rs`).
+
+use crate::aligned::AlignedVec;
 
 /// The attention block's products.
 #[derive(Default)]
 pub struct AttentionScratch {
-    pub(super) qkv: Vec<f32>,
-    pub(super) q: Vec<f32>,
-    pub(super) k: Vec<f32>,
-    pub(super) v: Vec<f32>,
-    pub(super) heads: Vec<f32>,
-    pub(super) out: Vec<f32>,
+    pub(super) qkv: AlignedVec<f32>,
+    pub(super) q: AlignedVec<f32>,
+    pub(super) k: AlignedVec<f32>,
+    pub(super) v: AlignedVec<f32>,
+    pub(super) heads: AlignedVec<f32>,
+    pub(super) out: AlignedVec<f32>,
 }
 
 /// The feed-forward block's products.
 #[derive(Default)]
 pub struct MlpScratch {
-    pub(super) gate_up: Vec<f32>,
-    pub(super) act: Vec<f32>,
-    pub(super) out: Vec<f32>,
-}
-
-/// The first `len` values of `buf`, grown (zeroed) only when it is shorter.
-pub(super) fn sized(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
-    if buf.len() < len {
-        buf.resize(len, 0.0);
-    }
-    &mut buf[..len]
+    pub(super) gate_up: AlignedVec<f32>,
+    pub(super) act: AlignedVec<f32>,
+    pub(super) out: AlignedVec<f32>,
 }
