@@ -59,7 +59,9 @@ fn run<W: Elem>(isa: Isa, w: &[W], g: Geometry, x: &[f32], out: &mut [f32]) {
     debug_assert_eq!(w.len(), panels * PANEL * g.cols);
     let tasks = num_tasks(panels, g.n, isa, super::num_threads());
     let out = OutPtr(out.as_mut_ptr());
-    super::pool::for_each(tasks, |task| {
+    let order = super::pool::far_apart(tasks, super::num_threads());
+    super::pool::for_each(tasks, |i| {
+        let task = order[i];
         // Near-equal ranges (they differ by one panel at most).
         let p0 = task * panels / tasks;
         let p1 = (task + 1) * panels / tasks;
