@@ -40,11 +40,8 @@ pub(super) unsafe fn tokens<F: IntFormat, const T: usize>(
     }
     let chunks = call.cols / 32;
     let rows_ahead = RowsAhead::new(row_bytes, acts.groups);
-    // Byte offsets of eight chunks from the first.
-    let chunk_starts = _mm256_mullo_epi32(
-        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-        _mm256_set1_epi32(F::BYTES as i32),
-    );
+    // Each row's chains, summed eight rows at a time (`eight_sums`).
+    let mut chains = [[Avx2::zero(); 8]; T];
     for r in 0..task.num_rows {
         let row = rows.as_ptr().add(r * row_bytes);
         let mut ahead = rows_ahead.start(row);
@@ -56,7 +53,11 @@ pub(super) unsafe fn tokens<F: IntFormat, const T: usize>(
             let mut scale = [0.0f32; GROUP];
             let mut offset = [0.0f32; GROUP];
             let scale = if F::SCALE_F16_FIRST {
-                gathered_scales::<F>(row, g, present, chunk_starts)
+                if present == GROUP {
+                    f16_scales::<F, true>(row, g, present)
+                } else {
+                    f16_scales::<F, false>(row, g, present)
+                }
             } else {
                 group_scales_into::<Avx2, F>(
                     row,
@@ -89,42 +90,92 @@ pub(super) unsafe fn tokens<F: IntFormat, const T: usize>(
                 acc[j] = group_step::<Avx2, F>(acc[j], ints, scale, offset, tokens[j], g);
             }
         }
+        let slot = r % 8;
         for j in 0..T {
-            *out.0.add(j * call.stride + task.col + r) = acc[j].reduce();
+            chains[j][slot] = acc[j];
+        }
+        if slot == 7 {
+            for j in 0..T {
+                let sums = eight_sums(&chains[j]);
+                _mm256_storeu_ps(out.0.add(j * call.stride + task.col + r - 7), sums);
+            }
+        }
+    }
+    for r in task.num_rows - task.num_rows % 8..task.num_rows {
+        for j in 0..T {
+            *out.0.add(j * call.stride + task.col + r) = chains[j][r % 8].reduce();
         }
     }
 }
 
-/// Group `g`'s scales (`present` chunks, zeros after) of a format whose scale is the f16
-/// at each chunk's start, as `quant_int_decode512.rs` gathers them, in two gathers of eight.
+/// Eight rows' outputs, row `i` in lane `i`, each the sum of its chains by `Avx2::reduce`'s
+/// tree (lanes `l` and `l + 8`, then `l + 4`, `l + 2`, `l + 1`: the same adds, operands in
+/// the same order), done for eight rows at once by vertical adds. One row at a time, the
+/// tree's dependent adds at the end of each row stalled the next row's chunks (8% of the
+/// Q5_0 kernel's samples on Zen 3).
 #[inline(always)]
-unsafe fn gathered_scales<F: IntFormat>(
+unsafe fn eight_sums(chains: &[Avx2; 8]) -> __m256 {
+    let s: [__m256; 8] = [
+        _mm256_add_ps(chains[0].0, chains[0].1),
+        _mm256_add_ps(chains[1].0, chains[1].1),
+        _mm256_add_ps(chains[2].0, chains[2].1),
+        _mm256_add_ps(chains[3].0, chains[3].1),
+        _mm256_add_ps(chains[4].0, chains[4].1),
+        _mm256_add_ps(chains[5].0, chains[5].1),
+        _mm256_add_ps(chains[6].0, chains[6].1),
+        _mm256_add_ps(chains[7].0, chains[7].1),
+    ];
+    // Rows `i` (low 128 bits) and `i + 4` (high): lanes 0-3 plus 4-7.
+    macro_rules! fours {
+        ($i:literal) => {{
+            let (a, b) = (s[$i], s[$i + 4]);
+            _mm256_add_ps(
+                _mm256_permute2f128_ps::<0x20>(a, b),
+                _mm256_permute2f128_ps::<0x31>(a, b),
+            )
+        }};
+    }
+    let (f0, f1, f2, f3) = (fours!(0), fours!(1), fours!(2), fours!(3));
+    // Rows `i`, `i + 1` (and `i + 4`, `i + 5` above): lanes 0, 1 plus 2, 3.
+    let t01 = _mm256_add_ps(
+        _mm256_shuffle_ps::<0x44>(f0, f1),
+        _mm256_shuffle_ps::<0xEE>(f0, f1),
+    );
+    let t23 = _mm256_add_ps(
+        _mm256_shuffle_ps::<0x44>(f2, f3),
+        _mm256_shuffle_ps::<0xEE>(f2, f3),
+    );
+    // Lane 0 plus lane 1 of each: rows 0-3 below, 4-7 above.
+    _mm256_add_ps(
+        _mm256_shuffle_ps::<0x88>(t01, t23),
+        _mm256_shuffle_ps::<0xDD>(t01, t23),
+    )
+}
+
+/// Group `g`'s scales (`present` chunks, zeros after) of a format whose scale is the f16
+/// at each chunk's start. Read by scalar loads and packed four to a 64-bit word in general
+/// registers: on Zen 3 the two eight-lane `vpgatherdd` this replaced are microcoded and took
+/// 15% of the Q5_0 kernel's samples, and the vector pipes are what the chunks' products wait
+/// on, while the integer ones are free.
+#[inline(always)]
+unsafe fn f16_scales<F: IntFormat, const FULL: bool>(
     row: *const u8,
     g: usize,
     present: usize,
-    chunk_starts: __m256i,
 ) -> Avx2 {
     let first = row.add(GROUP * g * F::BYTES);
-    let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    let low_halves = _mm256_set1_epi32(0xFFFF);
-    macro_rules! eight {
-        ($h:literal) => {{
-            let wanted = _mm256_cmpgt_epi32(_mm256_set1_epi32(present as i32 - 8 * $h), lane);
-            let words = _mm256_mask_i32gather_epi32::<1>(
-                _mm256_setzero_si256(),
-                first.add(8 * $h * F::BYTES) as *const _,
-                chunk_starts,
-                wanted,
-            );
-            _mm256_and_si256(words, low_halves)
-        }};
-    }
-    // 128-bit lanes [0-3 of the first eight, 0-3 of the second | 4-7, 4-7], then in order.
-    let packed = _mm256_packus_epi32(eight!(0), eight!(1));
-    let ordered = _mm256_permute4x64_epi64::<0b11_01_10_00>(packed);
+    let word = |k: usize| -> u64 {
+        if FULL || k < present {
+            std::ptr::read_unaligned(first.add(k * F::BYTES) as *const u16) as u64
+        } else {
+            0
+        }
+    };
+    let four =
+        |k: usize| (word(k) | word(k + 1) << 16 | word(k + 2) << 32 | word(k + 3) << 48) as i64;
     Avx2(
-        _mm256_cvtph_ps(_mm256_castsi256_si128(ordered)),
-        _mm256_cvtph_ps(_mm256_extracti128_si256::<1>(ordered)),
+        _mm256_cvtph_ps(_mm_set_epi64x(four(4), four(0))),
+        _mm256_cvtph_ps(_mm_set_epi64x(four(12), four(8))),
     )
 }
 
