@@ -14,7 +14,7 @@ use super::quant_int::{group_scales_into, group_step, QuantizedActs, TokenActs, 
 use super::quant_matmul::{Call, Task};
 use super::rows_ahead::RowsAhead;
 use super::simd::{Avx2, Simd16};
-use crate::quant::formats::{Factors, IntFormat};
+use crate::quant::formats::{Factors, IntFormat, SuperBlockFields};
 
 /// Multiplies rows `task` (`rows` holds exactly them) by the `T` tokens of `acts`, each
 /// row's weights decoded once for all of them.
@@ -50,40 +50,71 @@ pub(super) unsafe fn tokens<F: IntFormat, const T: usize>(
             ahead = rows_ahead.ask(ahead);
             let first = GROUP * g;
             let present = chunks.saturating_sub(first).min(GROUP);
-            let mut scale = [0.0f32; GROUP];
-            let mut offset = [0.0f32; GROUP];
-            let scale = if F::SCALE_F16_FIRST {
-                if present == GROUP {
-                    f16_scales::<F, true>(row, g, present)
+            // Super-block formats' scales, offsets and factors are built in registers from
+            // their fields: through arrays on the stack (`group_scales_into`), Q4_K decoded
+            // 23% slower on Zen 3.
+            let fields = F::super_block_fields(row.add(2 * g * F::BYTES));
+            let zeros = [_mm256_setzero_si256(); 2];
+            let (scale, offset, factors) = if let Some(low) = fields {
+                // Super-blocks of eight chunks: `present` is 8 or 16.
+                let high = if present > 8 {
+                    F::super_block_fields(row.add((2 * g + 1) * F::BYTES))
                 } else {
-                    f16_scales::<F, false>(row, g, present)
-                }
+                    None
+                };
+                let (scale, offset) = super_block_scales::<F>(low, high);
+                let factors = match (F::FACTORS, high) {
+                    (Factors::PerChunk, Some(high)) => [
+                        chunk_factor_lanes(low.scales),
+                        chunk_factor_lanes(high.scales),
+                    ],
+                    (Factors::PerChunk, None) => [chunk_factor_lanes(low.scales), zeros],
+                    (_, Some(_)) => [
+                        half_factor_lanes::<F>(row, first),
+                        half_factor_lanes::<F>(row, first + 8),
+                    ],
+                    (_, None) => [half_factor_lanes::<F>(row, first), zeros],
+                };
+                (scale, offset, factors)
             } else {
-                group_scales_into::<Avx2, F>(
-                    row,
-                    g,
-                    chunks,
-                    scale.as_mut_ptr(),
-                    offset.as_mut_ptr(),
-                );
-                Avx2::load(scale.as_ptr())
+                let mut scale = [0.0f32; GROUP];
+                let mut offset = [0.0f32; GROUP];
+                let scale = if F::SCALE_F16_FIRST {
+                    if present == GROUP {
+                        f16_scales::<F, true>(row, g, present)
+                    } else {
+                        f16_scales::<F, false>(row, g, present)
+                    }
+                } else {
+                    group_scales_into::<Avx2, F>(
+                        row,
+                        g,
+                        chunks,
+                        scale.as_mut_ptr(),
+                        offset.as_mut_ptr(),
+                    );
+                    Avx2::load(scale.as_ptr())
+                };
+                let offset = if F::OFFSET {
+                    Avx2::load(offset.as_ptr())
+                } else {
+                    Avx2::zero()
+                };
+                // Only the super-block formats carry factors.
+                debug_assert!(F::FACTORS == Factors::One);
+                (scale, offset, [zeros; 2])
             };
             let low = if present >= 8 {
-                eight_ints::<F, T, true>(row, first, 8, &tokens)
+                eight_ints::<F, T, true>(row, first, 8, &tokens, factors[0])
             } else {
-                eight_ints::<F, T, false>(row, first, present, &tokens)
+                eight_ints::<F, T, false>(row, first, present, &tokens, factors[0])
             };
             let high = if present == GROUP {
-                eight_ints::<F, T, true>(row, first + 8, 8, &tokens)
+                eight_ints::<F, T, true>(row, first + 8, 8, &tokens, factors[1])
             } else if present > 8 {
-                eight_ints::<F, T, false>(row, first + 8, present - 8, &tokens)
+                eight_ints::<F, T, false>(row, first + 8, present - 8, &tokens, factors[1])
             } else {
                 [_mm256_setzero_si256(); T]
-            };
-            let offset = if F::OFFSET {
-                Avx2::load(offset.as_ptr())
-            } else {
-                Avx2::zero()
             };
             for j in 0..T {
                 let ints = [low[j], high[j]];
@@ -152,6 +183,71 @@ unsafe fn eight_sums(chains: &[Avx2; 8]) -> __m256 {
     )
 }
 
+/// Chunks `first..first + 8`'s factors in the lanes' order of `token_ints`: halves 0 of
+/// chunks 0-3, halves 1 of chunks 0-3, then the same of chunks 4-7.
+#[inline(always)]
+unsafe fn half_factor_lanes<F: IntFormat>(row: *const u8, first: usize) -> [__m256i; 2] {
+    let f = F::half_factors(row, first);
+    let f = _mm_loadu_si128(f.as_ptr() as *const __m128i);
+    // `f[2 c + h]` to the lanes' order.
+    let order = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+    let f = _mm_shuffle_epi8(f, order);
+    [
+        _mm256_cvtepi8_epi32(f),
+        _mm256_cvtepi8_epi32(_mm_srli_si128::<8>(f)),
+    ]
+}
+
+/// A group's scales and offsets from its one or two super-blocks' fields, built in
+/// registers: `d` in each block's eight lanes and `-(dmin * m)` (negated by its sign bit, as
+/// the scalar `-` does); zeros past the row, as `group_scales_into` leaves them.
+#[inline(always)]
+unsafe fn super_block_scales<F: IntFormat>(
+    low: SuperBlockFields,
+    high: Option<SuperBlockFields>,
+) -> (Avx2, Avx2) {
+    let high_fields = high.unwrap_or_default();
+    // `d` and `dmin` of both blocks in one conversion: lanes 0, 1 and 2, 3.
+    let bits = u64::from(low.d)
+        | u64::from(high_fields.d) << 16
+        | u64::from(low.dmin) << 32
+        | u64::from(high_fields.dmin) << 48;
+    let dd = _mm_cvtph_ps(_mm_cvtsi64_si128(bits as i64));
+    let scale = Avx2(
+        _mm256_broadcastss_ps(dd),
+        _mm256_broadcastss_ps(_mm_shuffle_ps::<0b01>(dd, dd)),
+    );
+    if !F::OFFSET {
+        return (scale, Avx2::zero());
+    }
+    // Macros, not closures: a closure is compiled without the path's target features.
+    macro_rules! offsets {
+        ($mins:expr, $dmin_lane:literal) => {{
+            let m = _mm_cvtsi64_si128($mins as i64);
+            let m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(m));
+            let dmin = _mm256_broadcastss_ps(_mm_shuffle_ps::<$dmin_lane>(dd, dd));
+            _mm256_xor_ps(_mm256_mul_ps(dmin, m), _mm256_set1_ps(-0.0))
+        }};
+    }
+    let offset_high = if high.is_some() {
+        offsets!(high_fields.mins, 0b11)
+    } else {
+        _mm256_setzero_ps()
+    };
+    (scale, Avx2(offsets!(low.mins, 0b10), offset_high))
+}
+
+/// Q4_K/Q5_K's factors of eight chunks from their `sc` bytes, in the lanes' order of
+/// `half_factor_lanes`: each chunk's one factor for both its halves.
+#[inline(always)]
+unsafe fn chunk_factor_lanes(sc: u64) -> [__m256i; 2] {
+    let sc = _mm_cvtsi64_si128(sc as i64);
+    [
+        _mm256_broadcastsi128_si256(_mm_cvtepu8_epi32(sc)),
+        _mm256_broadcastsi128_si256(_mm_cvtepu8_epi32(_mm_srli_si128::<4>(sc))),
+    ]
+}
+
 /// Group `g`'s scales (`present` chunks, zeros after) of a format whose scale is the f16
 /// at each chunk's start. Read by scalar loads and packed four to a 64-bit word in general
 /// registers: on Zen 3 the two eight-lane `vpgatherdd` this replaced are microcoded and took
@@ -188,6 +284,7 @@ unsafe fn eight_ints<F: IntFormat, const T: usize, const FULL: bool>(
     first: usize,
     present: usize,
     tokens: &[TokenActs; T],
+    factors: [__m256i; 2],
 ) -> [__m256i; T] {
     let low_biased = F::LOW_BIAS != 0;
     // Macros, not closures: a closure is compiled without the path's target features.
@@ -213,19 +310,6 @@ unsafe fn eight_ints<F: IntFormat, const T: usize, const FULL: bool>(
         weights!(6),
         weights!(7),
     ];
-    let factors = if F::FACTORS != Factors::One {
-        let f = F::half_factors(row, first);
-        let f = _mm_loadu_si128(f.as_ptr() as *const __m128i);
-        // `f[2 c + h]` to the lanes' order: halves 0 of chunks 0-3, halves 1, then 4-7's.
-        let order = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
-        let f = _mm_shuffle_epi8(f, order);
-        [
-            _mm256_cvtepi8_epi32(f),
-            _mm256_cvtepi8_epi32(_mm_srli_si128::<8>(f)),
-        ]
-    } else {
-        [_mm256_setzero_si256(); 2]
-    };
     // One whole tree per token: with loops over `T` inside every step of it, one token ran
     // 5-10% slower than a tree written for one token.
     let mut ints = [_mm256_setzero_si256(); T];

@@ -274,6 +274,16 @@ pub enum Factors {
     PerHalf,
 }
 
+/// A super-block's fields as stored (`IntFormat::super_block_fields`): `d` and `dmin` as f16
+/// bits, and for Q4_K/Q5_K the eight 6-bit scales `sc` and mins `m` unpacked to bytes.
+#[derive(Clone, Copy, Default)]
+pub struct SuperBlockFields {
+    pub d: u16,
+    pub dmin: u16,
+    pub scales: u64,
+    pub mins: u64,
+}
+
 pub trait IntFormat: Format {
     /// Values carry an offset (`d * q + m`, `d * (sc * q) - dmin * m`).
     const OFFSET: bool;
@@ -334,6 +344,16 @@ pub trait IntFormat: Format {
             (f[2 * c], f[2 * c + 1]) = (lo as i8, hi as i8);
         }
         f
+    }
+    /// For formats of 256-value super-blocks (Q4_K, Q5_K, Q6_K), the fields of the block at
+    /// `block` that set its chunks' scale (`d`), offsets (`-(dmin * m)`) and, for Q4_K/Q5_K,
+    /// factors (`sc`): a kernel may build them in registers, once per eight chunks.
+    ///
+    /// # Safety
+    /// `block` holds a whole block.
+    #[inline(always)]
+    unsafe fn super_block_fields(_block: *const u8) -> Option<SuperBlockFields> {
+        None
     }
     /// Each chunk's scale is the f16 in its first two bytes and it has no offset (Q8_0, Q4_0,
     /// Q5_0): a kernel may gather a group's scales in one instruction.
@@ -438,7 +458,12 @@ unsafe fn packed_word(scales: *const u8, at: usize) -> u32 {
 
 #[inline(always)]
 unsafe fn f16_scalar<S: Simd16>(p: *const u8) -> f32 {
-    S::f16_to_f32(u16::from_le_bytes([*p, *p.add(1)]))
+    S::f16_to_f32(f16_bits(p))
+}
+
+#[inline(always)]
+unsafe fn f16_bits(p: *const u8) -> u16 {
+    u16::from_le_bytes([*p, *p.add(1)])
 }
 
 impl IntFormat for Q8_0 {
@@ -581,6 +606,15 @@ macro_rules! k_quant_scales {
             std::array::from_fn(|i| sc[i / 2] as i8)
         }
         #[inline(always)]
+        unsafe fn super_block_fields(block: *const u8) -> Option<SuperBlockFields> {
+            Some(SuperBlockFields {
+                d: f16_bits(block),
+                dmin: f16_bits(block.add(2)),
+                scales: u64::from_le_bytes(k_scales(block.add(4))),
+                mins: u64::from_le_bytes(k_mins(block.add(4))),
+            })
+        }
+        #[inline(always)]
         unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32) {
             k_scale_offset::<S>(row.add((chunk / 8) * Self::BYTES), chunk % 8)
         }
@@ -661,6 +695,13 @@ impl IntFormat for Q6K {
     unsafe fn half_factors(row: *const u8, first: usize) -> [i8; 16] {
         // `first` starts a super-block, whose 16 scales are the halves' factors in order.
         std::ptr::read_unaligned(row.add((first / 8) * Self::BYTES + 192) as *const [i8; 16])
+    }
+    #[inline(always)]
+    unsafe fn super_block_fields(block: *const u8) -> Option<SuperBlockFields> {
+        Some(SuperBlockFields {
+            d: f16_bits(block.add(208)),
+            ..SuperBlockFields::default()
+        })
     }
     #[inline(always)]
     unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32) {
