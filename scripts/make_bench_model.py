@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write a benchmark checkpoint: Qwen2.5-0.5B-Instruct shape, random weights.
+"""Write a benchmark checkpoint: Qwen2.5-0.5B-Instruct shape (or 1.5B), random weights.
 
 The output is a Hugging Face-style directory (config.json,
 generation_config.json, model.safetensors) whose tensors have the real
@@ -7,7 +7,7 @@ Qwen2 names and shapes but values drawn from a seeded normal distribution.
 It is only meant for speed measurements; the text it produces is noise.
 
 Usage:
-    make_bench_model.py OUT_DIR [--dtype f16|f32] [--seed N] [--std S] [--reuse]
+    make_bench_model.py OUT_DIR [--shape 0.5b|1.5b] [--dtype f16|f32] [--seed N] [--std S] [--reuse]
         [--gguf OUT.gguf --vocab-gguf ggml-vocab-qwen2.gguf [--gguf-py DIR]]
 
 With --gguf, the checkpoint in OUT_DIR is also written as a GGUF file for
@@ -30,6 +30,10 @@ tokens (<|endoftext|>, <|im_start|>, <|im_end|>) as added special tokens.
 The vocab's [PADnnnnnn] filler entries are left out, as in the real
 tokenizer (config.vocab_size stays 151936 for the embedding rows).
 
+--shape 1.5b writes the Qwen2.5-1.5B shape instead: its 1536- and 8960-wide rows are whole
+K-quant super-blocks (256 values), so a Q4_K_M file quantized from it holds Q4_K and Q6_K
+as the files of larger models do (the 0.5B shape's 896-wide rows fall back to Q5_0/Q8_0).
+
 Needs numpy and safetensors (pip install numpy safetensors); no torch.
 The GGUF step also needs gguf-py (numpy, pyyaml, tqdm, requests).
 """
@@ -42,13 +46,17 @@ import sys
 import numpy as np
 from safetensors.numpy import save_file
 
-HIDDEN = 896
-LAYERS = 24
-HEADS = 14
-KV_HEADS = 2
-INTERMEDIATE = 4864
+# (hidden, layers, heads, kv heads, intermediate) of the published configs.
+SHAPES = {"0.5b": (896, 24, 14, 2, 4864), "1.5b": (1536, 28, 12, 2, 8960)}
+HIDDEN, LAYERS, HEADS, KV_HEADS, INTERMEDIATE = SHAPES["0.5b"]
 VOCAB = 151936
 HEAD_DIM = HIDDEN // HEADS  # 64
+
+
+def use_shape(name):
+    global HIDDEN, LAYERS, HEADS, KV_HEADS, INTERMEDIATE, HEAD_DIM
+    HIDDEN, LAYERS, HEADS, KV_HEADS, INTERMEDIATE = SHAPES[name]
+    HEAD_DIM = HIDDEN // HEADS
 
 
 def build_config(torch_dtype):
@@ -131,6 +139,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out_dir")
+    ap.add_argument("--shape", default="0.5b", choices=sorted(SHAPES))
     ap.add_argument("--dtype", default="f16", choices=["f16", "f32"])
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--std", type=float, default=0.02)
@@ -140,6 +149,7 @@ def main(argv=None):
     ap.add_argument("--vocab-gguf", help="vocab-only GGUF to take tokenizer metadata from")
     ap.add_argument("--gguf-py", help="directory holding the gguf package (llama.cpp/gguf-py)")
     args = ap.parse_args(argv)
+    use_shape(args.shape)
 
     st_path = os.path.join(args.out_dir, "model.safetensors")
     if args.reuse and os.path.exists(st_path) \
