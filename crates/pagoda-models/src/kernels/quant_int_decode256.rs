@@ -1,9 +1,9 @@
 //! Decode's integer products on AVX2 without an int8 dot product (`quant_int.rs`'s decode,
 //! one to three tokens). `vpmaddubsw` and `vpmaddwd` leave eight partial totals per
 //! chunk; instead of horizontal adds per quad of chunks, eight chunks' partials meet in a
-//! tree of in-lane unpacks and adds (the 16-bit pair sums of two chunks added before they
-//! widen where they cannot overflow), which ends with the chunks in order, first halves in
-//! the low 128 bits and second halves in the high, where the factors multiply them. The
+//! tree of in-lane unpacks and adds, which ends with the chunks in order. The tree adds in
+//! 16 bits as far as the sums cannot overflow (`span16`: four chunks' halves, or all eight
+//! chunks whole for 4-bit values) and widens once with `vpmaddwd` by the factors. The
 //! integers are the exact sums the other paths take and the float step is theirs
 //! (`group_step`), so the bits are the same.
 
@@ -310,20 +310,67 @@ unsafe fn eight_ints<F: IntFormat, const T: usize, const FULL: bool>(
         weights!(6),
         weights!(7),
     ];
+    let pairs = if F::FACTORS == Factors::One {
+        let ones = _mm256_set1_epi16(1);
+        FactorPairs {
+            low: ones,
+            high: ones,
+            whole: ones,
+        }
+    } else {
+        // Each 32-bit lane's factor in both its 16-bit halves.
+        let twice = _mm256_setr_epi8(
+            0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9,
+            12, 13, 12, 13,
+        );
+        FactorPairs {
+            low: _mm256_shuffle_epi8(factors[0], twice),
+            high: _mm256_shuffle_epi8(factors[1], twice),
+            whole: _mm256_shuffle_epi8(
+                _mm256_permute2x128_si256::<0x20>(factors[0], factors[1]),
+                twice,
+            ),
+        }
+    };
     // One whole tree per token: with loops over `T` inside every step of it, one token ran
     // 5-10% slower than a tree written for one token.
     let mut ints = [_mm256_setzero_si256(); T];
     for j in 0..T {
-        ints[j] = token_ints::<F, FULL>(&w, factors, first, present, tokens[j]);
+        ints[j] = token_ints::<F, FULL>(&w, pairs, first, present, tokens[j]);
     }
     ints
+}
+
+/// The factors of `eight_ints`' chunks as 16-bit pairs for `vpmaddwd`: each 32-bit lane's
+/// factor in both halves, in the lanes' order of `low` and `high` (halves apart) and of
+/// `whole` (chunks 0-7, halves added); ones without factors.
+#[derive(Clone, Copy)]
+struct FactorPairs {
+    low: __m256i,
+    high: __m256i,
+    whole: __m256i,
+}
+
+/// How many vectors of 16-bit pair sums may add before they widen: a low bias leaves bytes
+/// below `2 * LOW_BIAS`, whatever `SPAN` says of the signed values.
+const fn span16<F: IntFormat>() -> usize {
+    if F::LOW_BIAS == 0 {
+        return F::SPAN;
+    }
+    let most = 2 * 127 * (2 * F::LOW_BIAS as usize - 1);
+    let span = 32767 / most;
+    if span > 8 {
+        8
+    } else {
+        span
+    }
 }
 
 /// One token's totals of the chunks whose weights are `w` (`eight_ints`).
 #[inline(always)]
 unsafe fn token_ints<F: IntFormat, const FULL: bool>(
     w: &[__m256i; 8],
-    factors: [__m256i; 2],
+    pairs: FactorPairs,
     first: usize,
     present: usize,
     token: TokenActs,
@@ -348,45 +395,80 @@ unsafe fn token_ints<F: IntFormat, const FULL: bool>(
             }
         }};
     }
-    let ones = _mm256_set1_epi16(1);
-    // Chunks `a` and `b` as 32-bit lanes `a, b, a, b` per 128-bit lane, each a total of
-    // four pair sums of that half.
-    macro_rules! two {
-        ($a:literal, $b:literal) => {{
-            let (a, b) = (products!($a), products!($b));
-            if F::SPAN >= 2 {
-                // Two pair sums of 16 bits still fit: add them before widening. With a low
-                // bias the bytes are below 32, so 2 * 2 * 31 * 127 < 2^15 as well.
-                let sum =
-                    _mm256_add_epi16(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
-                _mm256_madd_epi16(sum, ones)
-            } else {
-                let (a, b) = (_mm256_madd_epi16(a, ones), _mm256_madd_epi16(b, ones));
-                _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b))
-            }
-        }};
-    }
-    // Chunks 0-3, then 4-7: per 128-bit lane their totals of that half, in order.
-    macro_rules! quad {
-        ($ab:expr, $cd:expr) => {{
-            let (ab, cd) = ($ab, $cd);
-            _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd))
-        }};
-    }
-    let mut low = quad!(two!(0, 1), two!(2, 3));
-    let mut high = if FULL || present > 4 {
-        quad!(two!(4, 5), two!(6, 7))
+    let span = span16::<F>();
+    let ints = if span >= 4 {
+        // Chunks `a` and `b` as 32-bit lanes `a, b, a, b` per 128-bit lane, then chunks 0-3
+        // (4-7) as lanes `0, 1, 2, 3`, every lane still two 16-bit sums of that half.
+        macro_rules! pair16 {
+            ($a:literal, $b:literal) => {{
+                let (a, b) = (products!($a), products!($b));
+                _mm256_add_epi16(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b))
+            }};
+        }
+        macro_rules! quad16 {
+            ($ab:expr, $cd:expr) => {{
+                let (ab, cd) = ($ab, $cd);
+                _mm256_add_epi16(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd))
+            }};
+        }
+        let low = quad16!(pair16!(0, 1), pair16!(2, 3));
+        let high = if FULL || present > 4 {
+            quad16!(pair16!(4, 5), pair16!(6, 7))
+        } else {
+            _mm256_setzero_si256()
+        };
+        if span >= 8 && F::FACTORS != Factors::PerHalf {
+            // The halves add in 16 bits too; one widening, by the factors.
+            let whole = _mm256_add_epi16(
+                _mm256_permute2x128_si256::<0x20>(low, high),
+                _mm256_permute2x128_si256::<0x31>(low, high),
+            );
+            _mm256_madd_epi16(whole, pairs.whole)
+        } else {
+            let low = _mm256_madd_epi16(low, pairs.low);
+            let high = _mm256_madd_epi16(high, pairs.high);
+            _mm256_add_epi32(
+                _mm256_permute2x128_si256::<0x20>(low, high),
+                _mm256_permute2x128_si256::<0x31>(low, high),
+            )
+        }
     } else {
-        _mm256_setzero_si256()
+        // Q8_0 (span 1). The formats with factors span 4 or more.
+        debug_assert!(F::FACTORS == Factors::One);
+        let ones = _mm256_set1_epi16(1);
+        // Chunks `a` and `b` as 32-bit lanes `a, b, a, b` per 128-bit lane, each a total of
+        // four pair sums of that half.
+        macro_rules! two {
+            ($a:literal, $b:literal) => {{
+                let (a, b) = (products!($a), products!($b));
+                if span >= 2 {
+                    let sum =
+                        _mm256_add_epi16(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+                    _mm256_madd_epi16(sum, ones)
+                } else {
+                    let (a, b) = (_mm256_madd_epi16(a, ones), _mm256_madd_epi16(b, ones));
+                    _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b))
+                }
+            }};
+        }
+        // Chunks 0-3, then 4-7: per 128-bit lane their totals of that half, in order.
+        macro_rules! quad {
+            ($ab:expr, $cd:expr) => {{
+                let (ab, cd) = ($ab, $cd);
+                _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd))
+            }};
+        }
+        let low = quad!(two!(0, 1), two!(2, 3));
+        let high = if FULL || present > 4 {
+            quad!(two!(4, 5), two!(6, 7))
+        } else {
+            _mm256_setzero_si256()
+        };
+        _mm256_add_epi32(
+            _mm256_permute2x128_si256::<0x20>(low, high),
+            _mm256_permute2x128_si256::<0x31>(low, high),
+        )
     };
-    if F::FACTORS != Factors::One {
-        low = _mm256_mullo_epi32(low, factors[0]);
-        high = _mm256_mullo_epi32(high, factors[1]);
-    }
-    let ints = _mm256_add_epi32(
-        _mm256_permute2x128_si256::<0x20>(low, high),
-        _mm256_permute2x128_si256::<0x31>(low, high),
-    );
     if low_biased {
         // `LOW_BIAS * sum(x)` of each chunk, the share of the bias (zero past the row).
         let sums = _mm256_cvtps_epi32(_mm256_loadu_ps(token.sums.add(first)));
