@@ -433,22 +433,17 @@ unsafe fn token_ints<F: IntFormat, const FULL: bool>(
             )
         }
     } else {
-        // Q8_0 (span 1). The formats with factors span 4 or more.
+        // Q8_0 (span 1): every vector widens on its own. The formats with factors span 4 or
+        // more.
         debug_assert!(F::FACTORS == Factors::One);
         let ones = _mm256_set1_epi16(1);
         // Chunks `a` and `b` as 32-bit lanes `a, b, a, b` per 128-bit lane, each a total of
         // four pair sums of that half.
         macro_rules! two {
             ($a:literal, $b:literal) => {{
-                let (a, b) = (products!($a), products!($b));
-                if span >= 2 {
-                    let sum =
-                        _mm256_add_epi16(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
-                    _mm256_madd_epi16(sum, ones)
-                } else {
-                    let (a, b) = (_mm256_madd_epi16(a, ones), _mm256_madd_epi16(b, ones));
-                    _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b))
-                }
+                let a = _mm256_madd_epi16(products!($a), ones);
+                let b = _mm256_madd_epi16(products!($b), ones);
+                _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b))
             }};
         }
         // Chunks 0-3, then 4-7: per 128-bit lane their totals of that half, in order.
