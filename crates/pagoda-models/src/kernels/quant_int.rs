@@ -31,14 +31,17 @@ pub(super) const GROUP_BYTES: usize = 32 * GROUP;
 
 /// Activations as 8-bit integers, per token and group of 16 chunks (zeros past the end):
 /// the bytes in order (`q`) and four bytes of each chunk at a time (`wide`: bytes
-/// `64 v + 4 k..+ 4` are values `4 v..4 v + 4` of chunk `k`), and per chunk `dx` and the sum
-/// of its values.
+/// `64 v + 4 k..+ 4` are values `4 v..4 v + 4` of chunk `k`), and per chunk `dx`, the sum
+/// of its values, and with `wide` the sums of values 0-15 and 16-31 as a pair of i16
+/// (`halves`, the lanes of `wide`'s products by pairs).
 pub struct QuantizedActs {
     q: AlignedVec<i8>,
     /// Empty where no part of the product reads it (every part on the AMX tiles).
     wide: AlignedVec<i8>,
     dx: AlignedVec<f32>,
     sums: AlignedVec<f32>,
+    /// Filled with `wide`.
+    halves: AlignedVec<i32>,
     /// On the AMX path, `q` and `dx` run on to a whole block of 16 tokens (zeros past the
     /// last), so a tile of 16 tokens' rows (`quant_int_amx.rs`) can be loaded from any block.
     padded_for_tiles: bool,
@@ -54,6 +57,7 @@ struct Spare {
     wide: AlignedVec<i8>,
     dx: AlignedVec<f32>,
     sums: AlignedVec<f32>,
+    halves: AlignedVec<i32>,
 }
 
 /// Buffers larger than this (all four together) are freed, not kept.
@@ -74,7 +78,7 @@ impl Drop for QuantizedActs {
     fn drop(&mut self) {
         let bytes = self.q.capacity()
             + self.wide.capacity()
-            + 4 * (self.dx.capacity() + self.sums.capacity());
+            + 4 * (self.dx.capacity() + self.sums.capacity() + self.halves.capacity());
         if bytes > SPARE_BYTES {
             return;
         }
@@ -83,6 +87,7 @@ impl Drop for QuantizedActs {
             wide: std::mem::take(&mut self.wide),
             dx: std::mem::take(&mut self.dx),
             sums: std::mem::take(&mut self.sums),
+            halves: std::mem::take(&mut self.halves),
         };
         // A thread being torn down has no slot left; the buffers are simply freed.
         let _ = SPARE.try_with(|slot| *slot.borrow_mut() = Some(spare));
@@ -96,6 +101,8 @@ pub(super) struct TokenActs {
     pub wide: *const i8,
     pub dx: *const f32,
     pub sums: *const f32,
+    /// Null without `wide`.
+    pub halves: *const i32,
 }
 
 impl QuantizedActs {
@@ -142,6 +149,7 @@ impl QuantizedActs {
             wide: AlignedVec::new(),
             dx: AlignedVec::new(),
             sums: AlignedVec::new(),
+            halves: AlignedVec::new(),
         });
         let per_token = GROUP_BYTES * groups;
         let mut acts = QuantizedActs {
@@ -149,6 +157,10 @@ impl QuantizedActs {
             wide: sized(spare.wide, if with_lines { n * per_token } else { 0 }),
             dx: sized(spare.dx, padded * GROUP * groups),
             sums: sized(spare.sums, n * GROUP * groups),
+            halves: sized(
+                spare.halves,
+                if with_lines { n * GROUP * groups } else { 0 },
+            ),
             padded_for_tiles,
             groups,
         };
@@ -159,16 +171,17 @@ impl QuantizedActs {
         let wide = Chunks::new(&mut acts.wide, per_token);
         let dx = Chunks::new(&mut acts.dx, GROUP * groups);
         let sums = Chunks::new(&mut acts.sums, GROUP * groups);
+        let halves = Chunks::new(&mut acts.halves, GROUP * groups);
         super::pool::for_each(n, |t| {
             let x = &x[t * cols..][..cols];
-            let wide: &mut [i8] = if with_lines {
+            let (wide, halves): (&mut [i8], &mut [i32]) = if with_lines {
                 // SAFETY: task `t` alone takes token `t`'s chunks.
-                unsafe { wide.get(t) }
+                unsafe { (wide.get(t), halves.get(t)) }
             } else {
-                &mut []
+                (&mut [], &mut [])
             };
             // SAFETY: as above.
-            unsafe { quantize_token(isa, x, q.get(t), wide, dx.get(t), sums.get(t)) }
+            unsafe { quantize_token(isa, x, q.get(t), wide, halves, dx.get(t), sums.get(t)) }
         });
         acts
     }
@@ -217,6 +230,11 @@ impl QuantizedActs {
             },
             dx: self.dx[lanes..].as_ptr(),
             sums: self.sums[lanes..].as_ptr(),
+            halves: if self.halves.is_empty() {
+                std::ptr::null()
+            } else {
+                self.halves[lanes..].as_ptr()
+            },
         }
     }
 }
@@ -224,16 +242,18 @@ impl QuantizedActs {
 // Compiled for each path (a closure run by the pool would get none of the CPU's vector
 // features): the chunk loop vectorizes, and the `wide` copy is the tiles' transpose.
 multiversion!(fn quantize_token<>(
-    x: &[f32], q: &mut [i8], wide: &mut [i8], dx: &mut [f32], sums: &mut [f32]
+    x: &[f32], q: &mut [i8], wide: &mut [i8], halves: &mut [i32], dx: &mut [f32],
+    sums: &mut [f32]
 ) = quantize_token_on);
 
-/// One token's `x` into its `q`, `wide` (unless empty), `dx` and `sums` (all of its
-/// groups, the chunks past `x`'s end zeros).
+/// One token's `x` into its `q`, `wide` and `halves` (unless empty), `dx` and `sums` (all
+/// of its groups, the chunks past `x`'s end zeros).
 #[inline(always)]
 unsafe fn quantize_token_on<S: Simd16>(
     x: &[f32],
     q: &mut [i8],
     wide: &mut [i8],
+    halves: &mut [i32],
     dx: &mut [f32],
     sums: &mut [f32],
 ) {
@@ -251,6 +271,10 @@ unsafe fn quantize_token_on<S: Simd16>(
         // SAFETY: `GROUP_BYTES` bytes are 16 arrays of 32; i8 and u8 share a layout.
         let chunks = &*(chunks.as_ptr() as *const [[u8; 32]; GROUP]);
         S::chunks_to_lines(chunks, lines.as_mut_ptr() as *mut u8);
+    }
+    for (pair, chunk) in halves.iter_mut().zip(q.chunks_exact(32)) {
+        let sum = |half: &[i8]| half.iter().map(|&v| i16::from(v)).sum::<i16>() as u16;
+        *pair = (u32::from(sum(&chunk[..16])) | (u32::from(sum(&chunk[16..])) << 16)) as i32;
     }
 }
 
@@ -603,6 +627,19 @@ pub(super) unsafe fn group_scales_into<S: Simd16, F: IntFormat>(
 
 /// One output's chains after group `g` of one token: the definition's step, shared by the
 /// decode and the prefill tiles.
+/// How many vectors of 16-bit pair sums of a format's stored bytes (`IntFormat::STORED_BIAS`,
+/// below `2 * STORED_BIAS`) by activations (at most 127 in magnitude) may add before they
+/// widen: Q4_0 8, Q5_0 4, Q6_K 2.
+pub(super) const fn stored_span<F: IntFormat>() -> usize {
+    let most = 2 * 127 * (2 * F::STORED_BIAS as usize - 1);
+    let span = 32767 / most;
+    if span > 8 {
+        8
+    } else {
+        span
+    }
+}
+
 #[inline(always)]
 pub(super) unsafe fn group_step<S: Simd16, F: IntFormat>(
     acc: S,
@@ -626,13 +663,16 @@ mod tests {
     use super::*;
 
     /// Every field of `acts`, bit for bit.
-    fn contents(acts: &QuantizedActs) -> (Vec<i8>, Vec<i8>, Vec<u32>, Vec<u32>) {
+    type Contents = (Vec<i8>, Vec<i8>, Vec<u32>, Vec<u32>, Vec<i32>);
+
+    fn contents(acts: &QuantizedActs) -> Contents {
         let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect();
         (
             acts.q.to_vec(),
             acts.wide.to_vec(),
             bits(&acts.dx),
             bits(&acts.sums),
+            acts.halves.to_vec(),
         )
     }
 
@@ -675,13 +715,14 @@ mod tests {
             .collect();
         let with = QuantizedActs::padded(Isa::Scalar, &x, 17, 640, true, true);
         let without = QuantizedActs::padded(Isa::Scalar, &x, 17, 640, true, false);
-        let (q, wide, dx, sums) = contents(&without);
-        assert!(wide.is_empty() && !without.has_lines() && with.has_lines());
+        let (q, wide, dx, sums, halves) = contents(&without);
+        assert!(wide.is_empty() && halves.is_empty());
+        assert!(!without.has_lines() && with.has_lines());
         assert_eq!((q, dx, sums), {
-            let (q, _, dx, sums) = contents(&with);
+            let (q, _, dx, sums, _) = contents(&with);
             (q, dx, sums)
         });
-        assert!(without.token(3).wide.is_null());
+        assert!(without.token(3).wide.is_null() && without.token(3).halves.is_null());
     }
 
     #[test]
@@ -693,6 +734,7 @@ mod tests {
         x[2] = -3.5;
         x[3] = -127.0;
         x[5] = 9.0;
+        x[20] = -5.0;
         // Chunk 1 all zero; chunk 2 holds a NaN.
         x[64] = 1.0;
         x[65] = f32::NAN;
@@ -700,11 +742,15 @@ mod tests {
         assert_eq!(acts.groups, 1);
         assert_eq!(&acts.q[..6], &[127, 2, -4, -127, 0, 9]);
         assert_eq!(acts.dx[0], 1.0);
-        assert_eq!(acts.sums[0], (127 + 2 - 4 - 127 + 9) as f32);
+        assert_eq!(acts.sums[0], (127 + 2 - 4 - 127 + 9 - 5) as f32);
         // Four bytes of each chunk at a time: values 4-7 of chunk 0 follow all 16 chunks'
         // first four.
         assert_eq!(&acts.wide[..4], &[127, 2, -4, -127]);
         assert_eq!(&acts.wide[64..68], &[0, 9, 0, 0]);
+        // Values 0-15 and 16-31 of chunk 0 sum to 7 and -5 (the pair's high i16); chunk 3
+        // (past the row) to 0.
+        assert_eq!(acts.halves[0], 7 | (-5i32 << 16));
+        assert_eq!(acts.halves[3], 0);
         assert!(acts.q[32..64].iter().all(|&q| q == 0) && acts.dx[1] == 0.0);
         assert!(acts.dx[2].is_nan());
         // The group's chunks past the row are zero.
@@ -750,6 +796,7 @@ mod tests {
             let acts = QuantizedActs::new(isa, &x, 3, cols);
             assert_eq!(acts.q, reference.q, "{isa}");
             assert_eq!(acts.wide, reference.wide, "{isa}");
+            assert_eq!(acts.halves, reference.halves, "{isa}");
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&acts.dx), bits(&reference.dx), "{isa}");
             assert_eq!(bits(&acts.sums), bits(&reference.sums), "{isa}");

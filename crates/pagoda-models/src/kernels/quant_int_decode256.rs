@@ -293,7 +293,7 @@ unsafe fn eight_ints<F: IntFormat, const T: usize, const FULL: bool>(
             if !FULL && $k >= present {
                 _mm256_setzero_si256()
             } else if low_biased {
-                F::chunk_low_biased::<Avx2>(row, first + $k)
+                F::chunk_stored::<Avx2>(row, first + $k)
             } else {
                 F::chunk_q::<Avx2>(row, first + $k)
             }
@@ -351,18 +351,13 @@ struct FactorPairs {
     whole: __m256i,
 }
 
-/// How many vectors of 16-bit pair sums may add before they widen: a low bias leaves bytes
-/// below `2 * LOW_BIAS`, whatever `SPAN` says of the signed values.
+/// How many vectors of 16-bit pair sums may add before they widen: a low bias leaves the
+/// stored bytes, whatever `SPAN` says of the signed values.
 const fn span16<F: IntFormat>() -> usize {
     if F::LOW_BIAS == 0 {
-        return F::SPAN;
-    }
-    let most = 2 * 127 * (2 * F::LOW_BIAS as usize - 1);
-    let span = 32767 / most;
-    if span > 8 {
-        8
+        F::SPAN
     } else {
-        span
+        super::quant_int::stored_span::<F>()
     }
 }
 

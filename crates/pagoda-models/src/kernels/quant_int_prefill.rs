@@ -16,7 +16,7 @@ use std::cell::RefCell;
 
 use super::matmul::OutPtr;
 use super::quant_int::{
-    group_scales_into, group_step, QuantizedActs, TokenActs, GROUP, GROUP_BYTES,
+    group_scales_into, group_step, stored_span, QuantizedActs, TokenActs, GROUP, GROUP_BYTES,
 };
 use super::quant_matmul::{Call, Task};
 use super::quant_prefill::{group_size, Line};
@@ -30,6 +30,9 @@ const TOKEN_BLOCK: usize = 64;
 /// One row's decoded group, in lines: the magnitudes (8 lines), the values (8), the integer
 /// factors of values 0-15 and of 16-31 (i16 pairs per chunk; i32 with dot products), the
 /// scales, the offsets and, with dot products of a signed format, `128 * sum(f * w)`.
+/// Formats with a `STORED_BIAS` keep their stored bytes in the magnitudes' lines when
+/// multiplied without dot products, and their bias line holds `-STORED_BIAS * f` for
+/// values 0-15 and 16-31 (an i16 pair per chunk, as the activations' `halves`).
 const ABS: usize = 0;
 const VALUES: usize = 8;
 const FACTORS: usize = 16;
@@ -216,12 +219,18 @@ unsafe fn decode_group<S: Simd16, F: IntFormat, const DOT: bool>(
     chunks: usize,
     at: *mut u8,
 ) {
+    // Without dot products a format with a stored bias multiplies its stored bytes.
+    let stored = !DOT && F::STORED_BIAS != 0;
     let mut abs = [[0u8; 32]; GROUP];
     let mut values = [[0u8; 32]; GROUP];
     let mut factors = [[0i16; 2]; GROUP];
     for c in GROUP * g..chunks.min(GROUP * g + GROUP) {
         let k = c % GROUP;
-        let w = S::prep(F::chunk_q::<S>(row, c), F::SIGNED);
+        let w = if stored {
+            S::prep(F::chunk_stored::<S>(row, c), false)
+        } else {
+            S::prep(F::chunk_q::<S>(row, c), F::SIGNED)
+        };
         S::prep_store(w, abs[k].as_mut_ptr(), values[k].as_mut_ptr());
         factors[k] = F::factors(row, c);
         debug_assert!(match F::FACTORS {
@@ -232,8 +241,16 @@ unsafe fn decode_group<S: Simd16, F: IntFormat, const DOT: bool>(
     }
     let line = |l: usize| at.add(64 * l);
     S::chunks_to_lines(&abs, line(ABS));
-    if F::SIGNED {
+    if F::SIGNED && !stored {
         S::chunks_to_lines(&values, line(VALUES));
+    }
+    if stored {
+        // Zero past the row, where `factors` are.
+        let bias = -i16::from(F::STORED_BIAS);
+        for (k, [low, high]) in factors.iter().enumerate() {
+            let word = ((bias * low) as u16 as u32) | (((bias * high) as u16 as u32) << 16);
+            std::ptr::write_unaligned(line(BIAS).add(4 * k) as *mut u32, word);
+        }
     }
     // Unit factors are read from these lines only by the 16-bit tiles that add several
     // vectors before widening (`tile`).
@@ -367,30 +384,34 @@ unsafe fn tile<S: Simd16, F: IntFormat, const R: usize, const T: usize, const FI
 ) {
     let (tokens, lines) = tile_inputs::<R, T>(b, acts, t_first + t, r);
     let mut isum = [[S::ints_zero(); R]; T];
-    if F::SPAN == 1 && F::FACTORS == Factors::One {
+    // Stored bytes are unsigned; their bias's share comes off below.
+    let stored = F::STORED_BIAS != 0;
+    let signed = F::SIGNED && !stored;
+    let span = if stored { stored_span::<F>() } else { F::SPAN };
+    if span == 1 && F::FACTORS == Factors::One {
         // Every vector widens at once: no 16-bit sums held per output (they spilled), and
         // the factors are ones.
         let ones = S::wide_load(ONES16.as_ptr() as *const u8);
         for v in 0..8 {
             for (i, &row) in lines.iter().enumerate() {
-                let (w_abs, w) = weight_vector::<S, F>(row, v);
+                let (w_abs, w) = weight_vector::<S>(row, v, signed);
                 for (sums, token) in isum.iter_mut().zip(&tokens) {
                     let x = token.wide.add(GROUP_BYTES * b.group + 64 * v);
-                    let pairs = S::wide_products(w_abs, w, x, F::SIGNED);
+                    let pairs = S::wide_products(w_abs, w, x, signed);
                     sums[i] = S::wide_widen(sums[i], pairs, ones);
                 }
             }
         }
     } else {
-        // Pair sums add in 16 bits over `F::SPAN` vectors, then widen once with the factors.
-        for first in (0..8).step_by(F::SPAN) {
+        // Pair sums add in 16 bits over `span` vectors, then widen once with the factors.
+        for first in (0..8).step_by(span) {
             let mut pairs = [[S::wide_zero(); R]; T];
-            for v in first..first + F::SPAN {
+            for v in first..first + span {
                 for (i, &row) in lines.iter().enumerate() {
-                    let (w_abs, w) = weight_vector::<S, F>(row, v);
+                    let (w_abs, w) = weight_vector::<S>(row, v, signed);
                     for (sums, token) in pairs.iter_mut().zip(&tokens) {
                         let x = token.wide.add(GROUP_BYTES * b.group + 64 * v);
-                        sums[i] = S::wide_add16(sums[i], S::wide_products(w_abs, w, x, F::SIGNED));
+                        sums[i] = S::wide_add16(sums[i], S::wide_products(w_abs, w, x, signed));
                     }
                 }
             }
@@ -399,6 +420,16 @@ unsafe fn tile<S: Simd16, F: IntFormat, const R: usize, const T: usize, const FI
                 for (sums, pair) in isum.iter_mut().zip(&pairs) {
                     sums[i] = S::wide_widen(sums[i], pair[i], factors);
                 }
+            }
+        }
+    }
+    if stored {
+        // `-STORED_BIAS * (f_low * sum(x_low) + f_high * sum(x_high))` per chunk.
+        for (i, &row) in lines.iter().enumerate() {
+            let bias = S::wide_load(row.add(64 * BIAS));
+            for (sums, token) in isum.iter_mut().zip(&tokens) {
+                let halves = S::wide_load(token.halves.add(GROUP * b.group) as *const u8);
+                sums[i] = S::wide_widen(sums[i], halves, bias);
             }
         }
     }
@@ -411,9 +442,9 @@ unsafe fn tile<S: Simd16, F: IntFormat, const R: usize, const T: usize, const FI
 
 /// Line `v` of a row's magnitudes and of its values (the magnitudes again when unsigned).
 #[inline(always)]
-unsafe fn weight_vector<S: Simd16, F: IntFormat>(row: *const u8, v: usize) -> (S::Wide, S::Wide) {
+unsafe fn weight_vector<S: Simd16>(row: *const u8, v: usize, signed: bool) -> (S::Wide, S::Wide) {
     let w_abs = S::wide_load(row.add(64 * (ABS + v)));
-    let w = if F::SIGNED {
+    let w = if signed {
         S::wide_load(row.add(64 * (VALUES + v)))
     } else {
         w_abs

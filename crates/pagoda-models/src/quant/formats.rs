@@ -308,19 +308,27 @@ pub trait IntFormat: Format {
     unsafe fn chunk_biased<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
         S::bytes_sub(Self::chunk_q::<S>(row, chunk), 128)
     }
-    /// For a signed format whose stored values `q + LOW_BIAS` are bytes below 32 (Q4_0,
-    /// Q5_0), that bias; 0 for the others. `vpmaddubsw` takes such bytes as they are, and
-    /// `LOW_BIAS * sum(x)` comes off the totals after, instead of moving the signs.
-    const LOW_BIAS: u8 = 0;
-    /// Chunk `chunk`'s `q + LOW_BIAS` (only called where `LOW_BIAS` is not 0).
+    /// For a signed format whose values are stored as the bytes `q + STORED_BIAS`, below
+    /// 64 (Q4_0, Q5_0, Q6_K), that bias; 0 for the others. `vpmaddubsw` takes such bytes as
+    /// they are, and the bias's share (`STORED_BIAS * sum(f * x)`) comes off the totals
+    /// after, instead of moving the signs onto the activations.
+    const STORED_BIAS: u8 = 0;
+    /// `STORED_BIAS` where the stored bytes are below 32 and the factors one (Q4_0, Q5_0):
+    /// then decode takes the bias's share from each chunk's sum of activations.
+    const LOW_BIAS: u8 = if Self::STORED_BIAS < 32 && matches!(Self::FACTORS, Factors::One) {
+        Self::STORED_BIAS
+    } else {
+        0
+    };
+    /// Chunk `chunk`'s `q + STORED_BIAS` (only called where `STORED_BIAS` is not 0).
     ///
     /// # Safety
     /// As `Format::decode32`.
     #[inline(always)]
-    unsafe fn chunk_low_biased<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
+    unsafe fn chunk_stored<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
         S::bytes_sub(
             Self::chunk_q::<S>(row, chunk),
-            0u8.wrapping_sub(Self::LOW_BIAS),
+            0u8.wrapping_sub(Self::STORED_BIAS),
         )
     }
     /// The chunk's integer factors of values 0-15 and 16-31.
@@ -495,9 +503,9 @@ impl IntFormat for Q4_0 {
         // q - 8 + 128, wrapping.
         S::bytes_sub(S::bytes_nibbles16(row.add(chunk * Self::BYTES + 2)), 136)
     }
-    const LOW_BIAS: u8 = 8;
+    const STORED_BIAS: u8 = 8;
     #[inline(always)]
-    unsafe fn chunk_low_biased<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
+    unsafe fn chunk_stored<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
         S::bytes_nibbles16(row.add(chunk * Self::BYTES + 2))
     }
     #[inline(always)]
@@ -529,9 +537,9 @@ impl IntFormat for Q5_0 {
         let b = row.add(chunk * Self::BYTES);
         S::bytes_sub(five_bit_bytes::<S>(b.add(2), b.add(6)), 144)
     }
-    const LOW_BIAS: u8 = 16;
+    const STORED_BIAS: u8 = 16;
     #[inline(always)]
-    unsafe fn chunk_low_biased<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
+    unsafe fn chunk_stored<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
         let b = row.add(chunk * Self::BYTES);
         five_bit_bytes::<S>(b.add(2), b.add(6))
     }
@@ -672,6 +680,11 @@ impl IntFormat for Q6K {
     const FACTORS: Factors = Factors::PerHalf;
     #[inline(always)]
     unsafe fn chunk_q<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
+        S::bytes_sub(Self::chunk_stored::<S>(row, chunk), 32)
+    }
+    const STORED_BIAS: u8 = 32;
+    #[inline(always)]
+    unsafe fn chunk_stored<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
         let (b, g) = (row.add((chunk / 8) * Self::BYTES), chunk % 8);
         let (h, r) = (g / 4, g % 4);
         let low = S::bytes_bits(
@@ -680,7 +693,7 @@ impl IntFormat for Q6K {
             15,
         );
         let high = S::bytes_high(S::bytes_load(b.add(128 + h * 32)), 2 * r as u32, 2);
-        S::bytes_sub(S::bytes_or(low, high), 32)
+        S::bytes_or(low, high)
     }
     #[inline(always)]
     unsafe fn factors(row: *const u8, chunk: usize) -> [i16; 2] {
