@@ -142,23 +142,35 @@ unsafe fn tiles_over_tokens<S: Simd16, W: Elem, const P: usize>(
     while t < g.n {
         let tt = (g.n - t).min(max_t);
         macro_rules! go {
-            ($T:literal) => {
+            ($T:literal) => {{
+                debug_assert_eq!(tt, $T);
                 tile::<S, W, P, $T>(w, g, x, p, t, out)
-            };
+            }};
         }
-        match tt {
-            12 => go!(12),
-            11 => go!(11),
-            10 => go!(10),
-            9 => go!(9),
-            8 => go!(8),
-            7 => go!(7),
-            6 => go!(6),
-            5 => go!(5),
-            4 => go!(4),
-            3 => go!(3),
-            2 => go!(2),
-            _ => go!(1),
+        // Only the shapes `sweep_panels` chooses are written out, each a whole copy of the
+        // tile: four panels come with decode's few tokens only, more than six tokens with
+        // 32 registers only, and the `const` conditions keep the others from being compiled.
+        if const { P < 4 && S::REGISTERS >= 32 } && tt > 6 {
+            match tt {
+                12 => go!(12),
+                11 => go!(11),
+                10 => go!(10),
+                9 => go!(9),
+                8 => go!(8),
+                _ => go!(7),
+            }
+        } else if const { P < 4 } && tt > 3 {
+            match tt {
+                6 => go!(6),
+                5 => go!(5),
+                _ => go!(4),
+            }
+        } else {
+            match tt {
+                3 => go!(3),
+                2 => go!(2),
+                _ => go!(1),
+            }
         }
         t += tt;
     }

@@ -458,19 +458,34 @@ unsafe fn sweep<S: Simd16, F: IntFormat, const DOT: bool>(
                 col: task.col + r,
             };
             macro_rules! go {
-                ($R:literal) => {
-                    match tt {
-                        3 => tile_kernel::<S, F, DOT, $R, 3>(tile, call, acts, t, out),
-                        2 => tile_kernel::<S, F, DOT, $R, 2>(tile, call, acts, t, out),
-                        _ => tile_kernel::<S, F, DOT, $R, 1>(tile, call, acts, t, out),
-                    }
-                };
+                ($R:literal, $T:literal) => {{
+                    debug_assert_eq!((rr, tt), ($R, $T));
+                    tile_kernel::<S, F, DOT, $R, $T>(tile, call, acts, t, out)
+                }};
             }
-            match rr {
-                8 => go!(8),
-                4 => go!(4),
-                2 => go!(2),
-                _ => go!(1),
+            // Only the shapes above are written out, each a whole copy of the tile: the
+            // `const` condition keeps the other path's shapes from being compiled at all.
+            if const { S::REGISTERS >= 32 } {
+                match (rr, tt) {
+                    (8, _) => go!(8, 1),
+                    (4, 3) => go!(4, 3),
+                    (4, 2) => go!(4, 2),
+                    (4, _) => go!(4, 1),
+                    (2, 3) => go!(2, 3),
+                    (2, 2) => go!(2, 2),
+                    (2, _) => go!(2, 1),
+                    (_, 3) => go!(1, 3),
+                    (_, 2) => go!(1, 2),
+                    _ => go!(1, 1),
+                }
+            } else {
+                match (rr, tt) {
+                    (4, _) => go!(4, 1),
+                    (2, _) => go!(2, 1),
+                    (_, 3) => go!(1, 3),
+                    (_, 2) => go!(1, 2),
+                    _ => go!(1, 1),
+                }
             }
             r += rr;
         }
@@ -532,12 +547,12 @@ unsafe fn tile_kernel<S: Simd16, F: IntFormat, const DOT: bool, const R: usize, 
                     }
                     ahead = ahead.wrapping_add(ahead_step);
                     let first = GROUP * g + 4 * $q;
+                    // Only a row's last quad can be short: one copy for it, the count at run
+                    // time (a copy per count made the crate's build several times longer).
                     match chunks.saturating_sub(first) {
                         0 => [S::quad_zero(); T],
-                        1 => quad::<S, F, DOT, T, 1>(row, first, &tokens),
-                        2 => quad::<S, F, DOT, T, 2>(row, first, &tokens),
-                        3 => quad::<S, F, DOT, T, 3>(row, first, &tokens),
-                        _ => quad::<S, F, DOT, T, 4>(row, first, &tokens),
+                        n @ 1..=3 => quad::<S, F, DOT, T, false>(row, first, n, &tokens),
+                        _ => quad::<S, F, DOT, T, true>(row, first, 4, &tokens),
                     }
                 }};
             }
@@ -555,14 +570,17 @@ unsafe fn tile_kernel<S: Simd16, F: IntFormat, const DOT: bool, const R: usize, 
     }
 }
 
-/// The totals of chunks `first..first + N` (`N <= 4`; zeros after) of the row at `row`, per
-/// token; with `DOT` by `vpdpbusd`, the factors applied to the totals of half chunks.
+/// The totals of chunks `first..first + n` (`n <= 4`, 4 when `FULL`; zeros after) of the row
+/// at `row`, per token; with `DOT` by `vpdpbusd`, the factors applied to the totals of half
+/// chunks.
 #[inline(always)]
-unsafe fn quad<S: Simd16, F: IntFormat, const DOT: bool, const T: usize, const N: usize>(
+unsafe fn quad<S: Simd16, F: IntFormat, const DOT: bool, const T: usize, const FULL: bool>(
     row: *const u8,
     first: usize,
+    n: usize,
     tokens: &[TokenActs; T],
 ) -> [S::Quad; T] {
+    let n = if FULL { 4 } else { n };
     // Loops, not closures: a closure is compiled without the path's target features.
     let mut w = [S::prep(S::bytes_zero(), F::SIGNED); 4];
     if DOT {
@@ -571,7 +589,7 @@ unsafe fn quad<S: Simd16, F: IntFormat, const DOT: bool, const T: usize, const N
         let biased = F::SIGNED && F::FACTORS == Factors::One;
         let scaled = F::FACTORS != Factors::One;
         let mut factors = [[1i16; 2]; 4];
-        for k in 0..N {
+        for k in 0..n {
             w[k] = if biased {
                 S::prep(F::chunk_biased::<S>(row, first + k), false)
             } else {
@@ -593,7 +611,7 @@ unsafe fn quad<S: Simd16, F: IntFormat, const DOT: bool, const T: usize, const N
         return sums;
     }
     let mut factors = [S::int_halves(1, 1); 4];
-    for k in 0..N {
+    for k in 0..n {
         w[k] = S::prep(F::chunk_q::<S>(row, first + k), F::SIGNED);
         let [lo, hi] = F::factors(row, first + k);
         factors[k] = S::int_halves(lo, hi);

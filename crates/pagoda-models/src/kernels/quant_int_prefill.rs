@@ -67,6 +67,7 @@ struct Block {
     group: usize,
     tokens: [usize; 2],
     acc: *mut Line,
+    /// Group 0: the chains start from zero.
     first: bool,
     last: bool,
     out: *mut f32,
@@ -303,11 +304,15 @@ unsafe fn with_factors<S: Simd16, F: IntFormat>(
     }
 }
 
+/// Halves with their own factors keep two sums per output with dot products: fewer outputs
+/// per tile.
+const fn has_halves<F: IntFormat, const DOT: bool>() -> bool {
+    DOT && matches!(F::FACTORS, Factors::PerHalf)
+}
+
 #[inline(always)]
 unsafe fn tiles<S: Simd16, F: IntFormat, const DOT: bool>(b: Block, acts: &QuantizedActs) {
-    // Halves with their own factors keep two sums per output: fewer outputs per tile.
-    let halves = DOT && F::FACTORS == Factors::PerHalf;
-    let (max_r, max_t) = match (S::REGISTERS >= 32, halves) {
+    let (max_r, max_t) = match (S::REGISTERS >= 32, has_halves::<F, DOT>()) {
         (true, false) => (4, 4),
         (true, true) => (2, 4),
         (false, false) => (1, 4),
@@ -322,20 +327,32 @@ unsafe fn tiles<S: Simd16, F: IntFormat, const DOT: bool>(b: Block, acts: &Quant
             let rr = group_size(b.rows - r, max_r);
             macro_rules! go {
                 ($R:literal, $T:literal) => {
-                    match (DOT, b.first) {
-                        (true, true) => tile_dot::<S, F, $R, $T, true>(b, acts, t_first, t, r),
-                        (true, false) => tile_dot::<S, F, $R, $T, false>(b, acts, t_first, t, r),
-                        (false, true) => tile::<S, F, $R, $T, true>(b, acts, t_first, t, r),
-                        (false, false) => tile::<S, F, $R, $T, false>(b, acts, t_first, t, r),
+                    if const { DOT } {
+                        tile_dot::<S, F, $R, $T>(b, acts, t_first, t, r)
+                    } else {
+                        tile::<S, F, $R, $T>(b, acts, t_first, t, r)
                     }
                 };
             }
+            // One row at a time with 16 registers; the `const` condition keeps the wider
+            // tiles from being compiled at all there (each shape is a whole copy of the tile).
             macro_rules! rows {
                 ($T:literal) => {
-                    match rr {
-                        4 => go!(4, $T),
-                        2 => go!(2, $T),
-                        _ => go!(1, $T),
+                    if const { S::REGISTERS >= 32 && !has_halves::<F, DOT>() } {
+                        match rr {
+                            4 => go!(4, $T),
+                            2 => go!(2, $T),
+                            _ => go!(1, $T),
+                        }
+                    } else if const { S::REGISTERS >= 32 } {
+                        debug_assert!(rr <= 2);
+                        match rr {
+                            2 => go!(2, $T),
+                            _ => go!(1, $T),
+                        }
+                    } else {
+                        debug_assert_eq!(rr, 1);
+                        go!(1, $T)
                     }
                 };
             }
@@ -375,7 +392,7 @@ unsafe fn tile_inputs<const R: usize, const T: usize>(
 
 /// Rows `r..r + R` x tokens `t..t + T` of the block (token `t` is `t_first + t` of the call).
 #[inline(always)]
-unsafe fn tile<S: Simd16, F: IntFormat, const R: usize, const T: usize, const FIRST: bool>(
+unsafe fn tile<S: Simd16, F: IntFormat, const R: usize, const T: usize>(
     b: Block,
     acts: &QuantizedActs,
     t_first: usize,
@@ -435,7 +452,7 @@ unsafe fn tile<S: Simd16, F: IntFormat, const R: usize, const T: usize, const FI
     }
     for (j, (sums, &token)) in isum.iter().zip(&tokens).enumerate() {
         for (i, (&row, &sum)) in lines.iter().zip(sums).enumerate() {
-            step::<S, F, FIRST>(b, t + j, r + i, row, sum, token);
+            step::<S, F>(b, t + j, r + i, row, sum, token);
         }
     }
 }
@@ -454,7 +471,7 @@ unsafe fn weight_vector<S: Simd16>(row: *const u8, v: usize, signed: bool) -> (S
 
 /// Adds row `r`'s group sums `sum` for block token `t` to its chains.
 #[inline(always)]
-unsafe fn step<S: Simd16, F: IntFormat, const FIRST: bool>(
+unsafe fn step<S: Simd16, F: IntFormat>(
     b: Block,
     t: usize,
     r: usize,
@@ -463,7 +480,7 @@ unsafe fn step<S: Simd16, F: IntFormat, const FIRST: bool>(
     token: TokenActs,
 ) {
     let acc = b.acc.add(t * b.rows + r) as *mut f32;
-    let before = if FIRST { S::zero() } else { S::load(acc) };
+    let before = if b.first { S::zero() } else { S::load(acc) };
     let scale = S::load(row.add(64 * SCALES) as *const f32);
     // Formats without offsets leave their line unwritten (`group_scales_into`).
     let offset = if F::OFFSET {
@@ -477,7 +494,7 @@ unsafe fn step<S: Simd16, F: IntFormat, const FIRST: bool>(
 /// `tile` with byte dot products: one accumulator per output (two when the halves have their
 /// own factors), factors and the signed formats' bias applied once per group.
 #[inline(always)]
-unsafe fn tile_dot<S: Simd16, F: IntFormat, const R: usize, const T: usize, const FIRST: bool>(
+unsafe fn tile_dot<S: Simd16, F: IntFormat, const R: usize, const T: usize>(
     b: Block,
     acts: &QuantizedActs,
     t_first: usize,
@@ -524,7 +541,7 @@ unsafe fn tile_dot<S: Simd16, F: IntFormat, const R: usize, const T: usize, cons
             } else {
                 sum
             };
-            step::<S, F, FIRST>(b, t + j, r + i, row, sum, token);
+            step::<S, F>(b, t + j, r + i, row, sum, token);
         }
     }
 }

@@ -207,7 +207,9 @@ unsafe fn sweep_rows<S: Simd16, F: Format>(
             col: task.col + r,
         };
         match step {
-            8 => over_tokens::<S, F, 8>(tile, call, x, out, tokens.clone()),
+            8 if const { S::REGISTERS >= 32 } => {
+                over_tokens::<S, F, 8>(tile, call, x, out, tokens.clone())
+            }
             4 => over_tokens::<S, F, 4>(tile, call, x, out, tokens.clone()),
             2 => over_tokens::<S, F, 2>(tile, call, x, out, tokens.clone()),
             _ => over_tokens::<S, F, 1>(tile, call, x, out, tokens.clone()),
@@ -236,14 +238,21 @@ unsafe fn over_tokens<S: Simd16, F: Format, const R: usize>(
     while t < tokens.end {
         let tt = (tokens.end - t).min(DECODE_TOKENS);
         macro_rules! go {
-            ($T:literal) => {
+            ($T:literal) => {{
+                debug_assert_eq!(tt, $T);
                 tile_kernel::<S, F, R, $T>(tile, call, x, t, out)
-            };
+            }};
         }
-        match tt {
-            3 => go!(3),
-            2 => go!(2),
-            _ => go!(1),
+        // The most rows (`sweep_rows`) come with one token only; the `const` condition keeps
+        // their other shapes, each a whole copy of the tile, from being compiled at all.
+        if const { R == 8 || (R == 4 && S::REGISTERS < 32) } {
+            go!(1)
+        } else {
+            match tt {
+                3 => go!(3),
+                2 => go!(2),
+                _ => go!(1),
+            }
         }
         t += tt;
     }
