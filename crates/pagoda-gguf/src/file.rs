@@ -12,7 +12,7 @@ use crate::tensor_type::TensorType;
 use crate::value::MetaValue;
 
 const MAGIC: &[u8; 4] = b"GGUF";
-const DEFAULT_ALIGNMENT: u64 = 32;
+pub(crate) const DEFAULT_ALIGNMENT: u64 = 32;
 /// More dimensions than any ggml tensor has.
 const MAX_DIMS: u32 = 4;
 

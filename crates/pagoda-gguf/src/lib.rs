@@ -8,8 +8,10 @@ mod file;
 mod reader;
 mod tensor_type;
 mod value;
+mod writer;
 
 pub use error::{GgufError, Result};
 pub use file::{GgufFile, TensorInfo};
 pub use tensor_type::TensorType;
 pub use value::MetaValue;
+pub use writer::{gguf_bytes, TensorToWrite};

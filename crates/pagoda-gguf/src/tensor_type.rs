@@ -35,6 +35,24 @@ impl TensorType {
         }
     }
 
+    /// The id the file stores (the inverse of `from_id`).
+    pub fn id(self) -> u32 {
+        match self {
+            TensorType::F32 => 0,
+            TensorType::F16 => 1,
+            TensorType::Q4_0 => 2,
+            TensorType::Q4_1 => 3,
+            TensorType::Q5_0 => 6,
+            TensorType::Q5_1 => 7,
+            TensorType::Q8_0 => 8,
+            TensorType::Q4K => 12,
+            TensorType::Q5K => 13,
+            TensorType::Q6K => 14,
+            TensorType::BF16 => 30,
+            TensorType::Other(id) => id,
+        }
+    }
+
     /// ggml's name for the type (what llama.cpp prints).
     pub fn name(self) -> String {
         let known = match self {

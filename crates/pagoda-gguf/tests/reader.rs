@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use pagoda_gguf::{GgufError, GgufFile, TensorType};
+use pagoda_gguf::{gguf_bytes, GgufError, GgufFile, TensorToWrite, TensorType};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -80,4 +80,39 @@ fn counts_larger_than_the_file_are_refused_before_allocating() {
         Err(GgufError::UnsupportedVersion { version: 9, .. })
     ));
     std::fs::remove_file(path).unwrap();
+}
+
+#[test]
+fn written_files_read_back_as_the_fixtures_they_copy() {
+    for name in [
+        "tiny-qwen2-kquants.gguf",
+        "tiny-mistral-q8_0.gguf",
+        "quant-blocks.gguf",
+    ] {
+        let file = GgufFile::open(&fixture(name)).unwrap();
+        let tensors: Vec<TensorToWrite> = file
+            .tensors()
+            .map(|t| TensorToWrite {
+                name: t.name.clone(),
+                dims: t.dims.clone(),
+                type_id: t.tensor_type.id(),
+                bytes: file.tensor_bytes(t).unwrap().to_vec(),
+            })
+            .collect();
+        let copy =
+            GgufFile::open(&write_temp("copy", &gguf_bytes(&file.metadata, &tensors))).unwrap();
+        assert_eq!(copy.metadata, file.metadata, "{name}");
+        assert_eq!(copy.tensors().count(), tensors.len(), "{name}");
+        for t in file.tensors() {
+            let c = copy.tensor(&t.name).unwrap();
+            assert_eq!((&c.dims, c.tensor_type), (&t.dims, t.tensor_type), "{name}");
+            assert_eq!(
+                copy.tensor_bytes(c),
+                file.tensor_bytes(t),
+                "{name} {}",
+                t.name
+            );
+            assert_eq!(TensorType::from_id(t.tensor_type.id()), t.tensor_type);
+        }
+    }
 }

@@ -275,64 +275,6 @@ fn gguf_chat_templates_render_as_the_model_directory_templates() {
 
 // ---- broken metadata ----
 
-/// Writes `metadata` as a GGUF v3 file without tensors.
-fn write_gguf(path: &Path, metadata: &BTreeMap<String, MetaValue>) {
-    fn type_id(value: &MetaValue) -> u32 {
-        match value {
-            MetaValue::U8(_) => 0,
-            MetaValue::I8(_) => 1,
-            MetaValue::U16(_) => 2,
-            MetaValue::I16(_) => 3,
-            MetaValue::U32(_) => 4,
-            MetaValue::I32(_) => 5,
-            MetaValue::F32(_) => 6,
-            MetaValue::Bool(_) => 7,
-            MetaValue::String(_) => 8,
-            MetaValue::Array(_) => 9,
-            MetaValue::U64(_) => 10,
-            MetaValue::I64(_) => 11,
-            MetaValue::F64(_) => 12,
-        }
-    }
-    fn string(out: &mut Vec<u8>, s: &str) {
-        out.extend((s.len() as u64).to_le_bytes());
-        out.extend(s.as_bytes());
-    }
-    fn value(out: &mut Vec<u8>, v: &MetaValue) {
-        match v {
-            MetaValue::U8(x) => out.extend(x.to_le_bytes()),
-            MetaValue::I8(x) => out.extend(x.to_le_bytes()),
-            MetaValue::U16(x) => out.extend(x.to_le_bytes()),
-            MetaValue::I16(x) => out.extend(x.to_le_bytes()),
-            MetaValue::U32(x) => out.extend(x.to_le_bytes()),
-            MetaValue::I32(x) => out.extend(x.to_le_bytes()),
-            MetaValue::U64(x) => out.extend(x.to_le_bytes()),
-            MetaValue::I64(x) => out.extend(x.to_le_bytes()),
-            MetaValue::F32(x) => out.extend(x.to_le_bytes()),
-            MetaValue::F64(x) => out.extend(x.to_le_bytes()),
-            MetaValue::Bool(x) => out.push(*x as u8),
-            MetaValue::String(s) => string(out, s),
-            MetaValue::Array(items) => {
-                out.extend(items.first().map_or(8, type_id).to_le_bytes());
-                out.extend((items.len() as u64).to_le_bytes());
-                for item in items {
-                    value(out, item);
-                }
-            }
-        }
-    }
-    let mut out = b"GGUF".to_vec();
-    out.extend(3u32.to_le_bytes());
-    out.extend(0u64.to_le_bytes());
-    out.extend((metadata.len() as u64).to_le_bytes());
-    for (key, v) in metadata {
-        string(&mut out, key);
-        out.extend(type_id(v).to_le_bytes());
-        value(&mut out, v);
-    }
-    std::fs::write(path, out).unwrap();
-}
-
 /// A copy of fixture `name` with its metadata changed by `edit`, written as `case`.
 fn rewritten(
     name: &str,
@@ -342,7 +284,7 @@ fn rewritten(
     let mut metadata = open(name).metadata;
     edit(&mut metadata);
     let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("gguf-tokenizer-{case}.gguf"));
-    write_gguf(&path, &metadata);
+    std::fs::write(&path, pagoda_gguf::gguf_bytes(&metadata, &[])).unwrap();
     GgufFile::open(&path).unwrap()
 }
 
