@@ -57,6 +57,19 @@ impl PackedMatrix {
         }
     }
 
+    fn to_f32(&self) -> PackedMatrix {
+        let mut values = vec![0.0; self.rows * self.cols];
+        for (row, out) in values.chunks_exact_mut(self.cols).enumerate() {
+            self.row_to_f32(row, out);
+        }
+        PackedMatrix::pack(&Matrix::from_f32(
+            self.rows,
+            self.cols,
+            values,
+            WeightDtype::F32,
+        ))
+    }
+
     /// Back to row-major (only for stacking matrices whose rows are not panel-aligned).
     pub fn unpack(&self) -> Matrix {
         let data = match &self.data {
@@ -71,11 +84,17 @@ impl PackedMatrix {
         }
     }
 
-    /// Stacks matrices of one dtype and width (q/k/v, gate/up). Panel-aligned parts are
-    /// concatenated as they are; otherwise the rows are unpacked, stacked and packed again.
+    /// Stacks matrices of one width (q/k/v, gate/up). Panel-aligned parts are concatenated
+    /// as they are; otherwise the rows are unpacked, stacked and packed again.
     pub fn concat_rows(parts: &[PackedMatrix]) -> PackedMatrix {
         if parts.len() == 1 {
             return parts[0].clone();
+        }
+        if parts.iter().any(|p| p.dtype() != parts[0].dtype()) {
+            // A GGUF file may store q in F32 and k in F16: f32 holds every f16 and bf16
+            // value exactly, so the products are the same.
+            let widened: Vec<PackedMatrix> = parts.iter().map(PackedMatrix::to_f32).collect();
+            return PackedMatrix::concat_rows(&widened);
         }
         if parts[..parts.len() - 1].iter().any(|p| p.rows % PANEL != 0) {
             let rows: Vec<Matrix> = parts.iter().map(PackedMatrix::unpack).collect();
@@ -215,6 +234,31 @@ mod tests {
             for r in 0..got.rows {
                 got.row_to_f32(r, &mut a);
                 want.row_to_f32(r, &mut b);
+                assert_eq!(a, b, "{rows:?} row {r}");
+            }
+        }
+    }
+
+    #[test]
+    fn parts_of_mixed_dtypes_stack_as_f32_with_their_values() {
+        for rows in [[32, 16, 16], [20, 7, 7]] {
+            let dtypes = [WeightDtype::F16, WeightDtype::F32, WeightDtype::BF16];
+            let parts: Vec<Matrix> = rows
+                .iter()
+                .zip(dtypes)
+                .map(|(&r, dtype)| matrix(r, 6, dtype))
+                .collect();
+            let packed: Vec<PackedMatrix> = parts.iter().map(PackedMatrix::pack).collect();
+            let got = PackedMatrix::concat_rows(&packed);
+            assert_eq!(
+                (got.rows, got.dtype()),
+                (rows.iter().sum(), WeightDtype::F32)
+            );
+            let (mut a, mut b) = (vec![0.0; 6], vec![0.0; 6]);
+            let part_rows = parts.iter().flat_map(|m| (0..m.rows).map(move |r| (m, r)));
+            for (r, (part, part_row)) in part_rows.enumerate() {
+                got.row_to_f32(r, &mut a);
+                part.row_to_f32(part_row, &mut b);
                 assert_eq!(a, b, "{rows:?} row {r}");
             }
         }
