@@ -7,7 +7,7 @@ mod common;
 use std::path::PathBuf;
 
 use common::*;
-use pagoda_gguf::{GgufFile, TensorType};
+use pagoda_gguf::{gguf_bytes, GgufFile, TensorToWrite, TensorType};
 use pagoda_models::loader::{
     load_config, load_model, LoadOptions, QuantDot, QuantPages, QuantRepack,
 };
@@ -375,5 +375,81 @@ fn quantized_weights_stay_quantized_in_memory() {
         model.weight_bytes() < file_bytes,
         "{} bytes of weights from a {file_bytes}-byte file",
         model.weight_bytes()
+    );
+}
+
+/// `values` as Q8_0 blocks (scale `max|x| / 127` in f16, bytes `round(x / scale)`), and the
+/// f32 values those blocks decode to.
+fn q8_0_blocks(values: &[f32]) -> (Vec<u8>, Vec<f32>) {
+    let (mut blocks, mut decoded) = (Vec::new(), Vec::new());
+    for chunk in values.chunks_exact(32) {
+        let max = chunk.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let scale = half::f16::from_f32(max / 127.0);
+        blocks.extend(scale.to_le_bytes());
+        for v in chunk {
+            let q = (v / scale.to_f32()).round().clamp(-127.0, 127.0) as i8;
+            blocks.push(q as u8);
+            decoded.push(scale.to_f32() * q as f32);
+        }
+    }
+    (blocks, decoded)
+}
+
+/// llama.cpp writes norms and biases as F32; a file holding one quantized is decoded, and
+/// runs exactly as the same file with the decoded values stored as F32.
+#[test]
+fn a_quantized_norm_runs_as_its_decoded_values() {
+    let src = GgufFile::open(&gguf_path("tiny-qwen2-f16.gguf")).unwrap();
+    let tensors: Vec<TensorToWrite> = src
+        .tensors()
+        .map(|t| TensorToWrite {
+            name: t.name.clone(),
+            dims: t.dims.clone(),
+            type_id: t.tensor_type.id(),
+            bytes: src.tensor_bytes(t).unwrap().to_vec(),
+        })
+        .collect();
+    let norm = tensors
+        .iter()
+        .position(|t| t.name == "output_norm.weight")
+        .unwrap();
+    assert_eq!(tensors[norm].type_id, TensorType::F32.id());
+    let values: Vec<f32> = bytemuck::pod_collect_to_vec(&tensors[norm].bytes);
+    let (blocks, decoded) = q8_0_blocks(&values);
+    assert_ne!(decoded, values, "the blocks round the norm");
+    let write = |name: &str, type_id: u32, bytes: Vec<u8>| {
+        let mut tensors = tensors.clone();
+        tensors[norm].type_id = type_id;
+        tensors[norm].bytes = bytes;
+        let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+        std::fs::write(&path, gguf_bytes(&src.metadata, &tensors)).unwrap();
+        path
+    };
+    let quantized = write("norm-q8_0.gguf", TensorType::Q8_0.id(), blocks);
+    let float = write(
+        "norm-f32.gguf",
+        TensorType::F32.id(),
+        bytemuck::cast_slice(&decoded).to_vec(),
+    );
+    let logits = |path: &PathBuf| {
+        let (model, _) = load_model(path, &LoadOptions::default()).unwrap();
+        let cfg = &model.config;
+        let shape = KvCacheShape {
+            num_layers: cfg.num_layers,
+            num_blocks: 8,
+            block_size: BLOCK_SIZE,
+            num_kv_heads: cfg.num_kv_heads,
+            head_dim: cfg.head_dim,
+            dtype: WeightDtype::F32,
+        };
+        let mut runner = ModelRunner::new(model, shape);
+        run_alone(&mut runner, &[5, 17, 3, 250], 2, 7).0
+    };
+    let (a, b) = (logits(&quantized), logits(&float));
+    assert_eq!(a, b);
+    assert_ne!(
+        a,
+        logits(&gguf_path("tiny-qwen2-f16.gguf")),
+        "the norm's rounding shows"
     );
 }

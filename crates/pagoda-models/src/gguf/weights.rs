@@ -206,7 +206,15 @@ pub(crate) fn float_values(file: &GgufFile, info: &TensorInfo) -> Result<Vec<f32
             .chunks_exact(2)
             .map(|b| bf16::from_le_bytes([b[0], b[1]]).to_f32())
             .collect(),
-        _ => return Err(unsupported(info)),
+        // llama.cpp writes vectors (norms, biases) as F32; one quantized anyway is decoded
+        // as the matrices' blocks are (the parser checked it holds whole blocks).
+        TensorType::Other(_) => return Err(unsupported(info)),
+        quantized => {
+            let (per_block, block_bytes) = quantized.block().expect("a known type");
+            let mut values = vec![0.0; bytes.len() / block_bytes * per_block];
+            crate::quant::dequantize_row(quantized, bytes, &mut values);
+            values
+        }
     };
     Ok(values)
 }
