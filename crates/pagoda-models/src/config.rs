@@ -143,6 +143,22 @@ fn required(value: Option<usize>, field: &'static str) -> Result<usize> {
     }
 }
 
+/// Far above any real model's width, depth or vocabulary (the largest are near 2^18), and small
+/// enough that products of two or three of them cannot overflow.
+const MAX_DIMENSION: usize = 1 << 22;
+
+/// A required size of the network: positive and at most `MAX_DIMENSION`.
+fn dimension(value: Option<usize>, field: &'static str) -> Result<usize> {
+    let v = required(value, field)?;
+    if v > MAX_DIMENSION {
+        return Err(ModelError::field(
+            field,
+            format!("must be at most {MAX_DIMENSION}, got {v}"),
+        ));
+    }
+    Ok(v)
+}
+
 impl ModelConfig {
     pub fn from_file(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| ModelError::io(path, e))?;
@@ -171,11 +187,11 @@ impl ModelConfig {
             .and_then(|a| a.first())
             .ok_or_else(|| ModelError::field("architectures", "is missing"))?;
         let architecture = Architecture::from_hf_name(arch_name)?;
-        let hidden_size = required(raw.hidden_size, "hidden_size")?;
-        let num_heads = required(raw.num_attention_heads, "num_attention_heads")?;
+        let hidden_size = dimension(raw.hidden_size, "hidden_size")?;
+        let num_heads = dimension(raw.num_attention_heads, "num_attention_heads")?;
         let num_kv_heads = match raw.num_key_value_heads {
             None => num_heads,
-            Some(n) => required(Some(n), "num_key_value_heads")?,
+            Some(n) => dimension(Some(n), "num_key_value_heads")?,
         };
         if num_heads % num_kv_heads != 0 {
             return Err(ModelError::field(
@@ -184,7 +200,7 @@ impl ModelConfig {
             ));
         }
         let head_dim = match raw.head_dim {
-            Some(d) => required(Some(d), "head_dim")?,
+            Some(d) => dimension(Some(d), "head_dim")?,
             None => {
                 if hidden_size % num_heads != 0 {
                     return Err(ModelError::field(
@@ -254,12 +270,12 @@ impl ModelConfig {
         Ok(ModelConfig {
             architecture,
             hidden_size,
-            intermediate_size: required(raw.intermediate_size, "intermediate_size")?,
-            num_layers: required(raw.num_hidden_layers, "num_hidden_layers")?,
+            intermediate_size: dimension(raw.intermediate_size, "intermediate_size")?,
+            num_layers: dimension(raw.num_hidden_layers, "num_hidden_layers")?,
             num_heads,
             num_kv_heads,
             head_dim,
-            vocab_size: required(raw.vocab_size, "vocab_size")?,
+            vocab_size: dimension(raw.vocab_size, "vocab_size")?,
             max_position_embeddings,
             rms_norm_eps,
             rope_theta,
@@ -369,6 +385,25 @@ mod tests {
         let text = QWEN2_05B.replace("\"num_key_value_heads\":2", "\"num_key_value_heads\":3");
         let err = ModelConfig::from_json(&text).unwrap_err().to_string();
         assert!(err.contains("num_key_value_heads"), "{err}");
+    }
+
+    #[test]
+    fn sizes_too_large_to_multiply_are_refused() {
+        for (field, value) in [
+            (
+                "\"hidden_size\":896",
+                "\"hidden_size\":18446744073709551615",
+            ),
+            (
+                "\"num_attention_heads\":14",
+                "\"num_attention_heads\":4194305",
+            ),
+            ("\"vocab_size\":151936", "\"vocab_size\":4294967296"),
+        ] {
+            let text = QWEN2_05B.replace(field, value);
+            let err = ModelConfig::from_json(&text).unwrap_err().to_string();
+            assert!(err.contains("must be at most 4194304"), "{err}");
+        }
     }
 
     #[test]
