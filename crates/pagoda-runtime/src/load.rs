@@ -76,6 +76,20 @@ pub(crate) fn load(config: &EngineConfig) -> Result<Loaded> {
     if eos_token_ids.is_empty() {
         eos_token_ids = model_cfg.eos_token_ids.clone();
     }
+    // The sampler and the grammar engine index logits by stop token.
+    if let Some(id) = eos_token_ids
+        .iter()
+        .find(|&&id| id as usize >= model_cfg.vocab_size)
+    {
+        return Err(pagoda_models::ModelError::ConfigField {
+            field: "eos_token_id",
+            problem: format!(
+                "({id}) is outside the model's vocabulary of {} tokens",
+                model_cfg.vocab_size
+            ),
+        }
+        .into());
+    }
     let mut scheduler = Scheduler::new(
         SchedulerConfig {
             max_num_batched_tokens: config.max_num_batched_tokens,
