@@ -1,14 +1,12 @@
-//! GGUF files an operator may be handed: the committed fixtures rewritten with broken
-//! metadata, shapes, types and values. Each must either fail to load with an error or load and
-//! generate; no variant may panic a thread (the engine's own recovery would hide a panic from
-//! the request, so a panic hook counts them).
+//! The GGUF fixtures with metadata removed or retyped, and tensors dropped, retyped,
+//! reshaped or filled.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::{Mutex, Once};
+use std::path::Path;
 
 use pagoda_gguf::{gguf_bytes, GgufFile, MetaValue, TensorToWrite, TensorType};
-use pagoda_runtime::{EngineConfig, GenerateRequest, SamplingParams};
+
+use crate::{scratch_dir, Edit, Tally};
 
 const FILES: [&str; 4] = [
     "tiny-qwen2-f16.gguf",
@@ -16,20 +14,6 @@ const FILES: [&str; 4] = [
     "tiny-qwen3-q4_0.gguf",
     "tiny-qwen2-kquants.gguf",
 ];
-
-static PANICS: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-fn count_panics() {
-    static HOOK: Once = Once::new();
-    HOOK.call_once(|| {
-        let report = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            let thread = std::thread::current().name().unwrap_or("?").to_string();
-            PANICS.lock().unwrap().push(format!("[{thread}] {info}"));
-            report(info);
-        }));
-    });
-}
 
 #[derive(Clone)]
 struct Gguf {
@@ -57,8 +41,6 @@ fn fixture(file: &str) -> Gguf {
     }
 }
 
-type Edit = Box<dyn Fn(&mut Gguf)>;
-
 fn numbers() -> Vec<MetaValue> {
     vec![
         MetaValue::U32(0),
@@ -76,8 +58,8 @@ fn numbers() -> Vec<MetaValue> {
 }
 
 /// Every key: removed, and replaced by values of its own and other types.
-fn metadata_edits(gguf: &Gguf) -> Vec<(String, Edit)> {
-    let mut edits: Vec<(String, Edit)> = Vec::new();
+fn metadata_edits(gguf: &Gguf) -> Vec<(String, Edit<Gguf>)> {
+    let mut edits: Vec<(String, Edit<Gguf>)> = Vec::new();
     for (key, value) in &gguf.metadata {
         let k = key.clone();
         edits.push((
@@ -169,8 +151,8 @@ fn resized(mut bytes: Vec<u8>, dims: &[u64], id: u32) -> Vec<u8> {
 
 /// The first layer's tensors and the others outside layers: dropped, retyped, reshaped and
 /// filled with bytes that decode to NaN or huge scales.
-fn tensor_edits(gguf: &Gguf) -> Vec<(String, Edit)> {
-    let mut edits: Vec<(String, Edit)> = Vec::new();
+fn tensor_edits(gguf: &Gguf) -> Vec<(String, Edit<Gguf>)> {
+    let mut edits: Vec<(String, Edit<Gguf>)> = Vec::new();
     let retypes = [
         TensorType::F32,
         TensorType::F16,
@@ -241,82 +223,18 @@ fn tensor_edits(gguf: &Gguf) -> Vec<(String, Edit)> {
     edits
 }
 
-enum Outcome {
-    Refused,
-    Generated,
-}
-
-/// Starts an engine on `path`; when it starts, a greedy and a sampled request must each end
-/// (with tokens or an error) and leave no KV block in use.
-fn try_serve(path: &Path) -> Result<Outcome, String> {
-    let mut config = EngineConfig::new(path.to_path_buf());
-    config.kv_cache_memory = 4 << 20;
-    let Ok(engine) = pagoda_runtime::start(config) else {
-        return Ok(Outcome::Refused);
-    };
-    let prompt = engine
-        .tokenizer()
-        .encode("The pagoda 北京 😀 fn main() {}", false)
-        .unwrap_or_default();
-    let prompt = if prompt.is_empty() { vec![0] } else { prompt };
-    for temperature in [0.0, 1.0] {
-        let sampling = SamplingParams {
-            temperature,
-            top_p: 0.9,
-            max_tokens: Some(3),
-            ignore_eos: true,
-            ..SamplingParams::default()
-        };
-        if let Ok(mut stream) = engine.submit(GenerateRequest::new(prompt.clone(), sampling)) {
-            while let Some(out) = stream.blocking_next() {
-                for id in &out.token_ids {
-                    let _ = engine.tokenizer().decode(&[*id], false);
-                }
-            }
-        }
-    }
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while engine.num_in_flight() > 0 || engine.stats().num_used_blocks() > 0 {
-        if std::time::Instant::now() > deadline {
-            return Err(format!("blocks still in use: {:?}", engine.stats()));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
-    engine.shutdown();
-    engine.join();
-    Ok(Outcome::Generated)
-}
-
 #[test]
-fn broken_gguf_files_fail_to_load_or_run_but_never_panic() {
-    count_panics();
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hostile-gguf");
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut failures = Vec::new();
-    let (mut refused, mut generated) = (0, 0);
+fn broken_gguf_files_fail_to_load_or_serve_but_never_panic() {
+    let dir = scratch_dir("gguf");
+    let mut tally = Tally::start();
     for file in FILES {
         let base = fixture(file);
         let path = dir.join(file);
         let edits = metadata_edits(&base).into_iter().chain(tensor_edits(&base));
-        for (what, edit) in edits {
-            let mut gguf = base.clone();
-            edit(&mut gguf);
+        tally.serve_each(file, &base, edits, |gguf| {
             std::fs::write(&path, gguf_bytes(&gguf.metadata, &gguf.tensors)).unwrap();
-            PANICS.lock().unwrap().clear();
-            let result = std::panic::catch_unwind(|| try_serve(&path));
-            let panics = std::mem::take(&mut *PANICS.lock().unwrap());
-            match result {
-                Ok(Ok(Outcome::Refused)) => refused += 1,
-                Ok(Ok(Outcome::Generated)) => generated += 1,
-                Ok(Err(e)) => failures.push(format!("{file}, {what}: {e}")),
-                Err(_) => {}
-            }
-            for p in panics {
-                failures.push(format!("{file}, {what}: {p}"));
-            }
-        }
+            path.clone()
+        });
     }
-    eprintln!("{refused} variants refused, {generated} loaded and generated");
-    assert!(refused > 0 && generated > 0);
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    tally.check();
 }
