@@ -1,4 +1,5 @@
-//! An opened GGUF file: metadata by key, tensors by name, bytes from the memory map.
+//! An opened GGUF file (or split set of files): metadata by key, tensors by name, bytes from
+//! the memory maps.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -8,6 +9,7 @@ use memmap2::Mmap;
 
 use crate::error::{GgufError, Result};
 use crate::reader::Reader;
+use crate::split::{shard_paths, SPLIT_COUNT, SPLIT_NO, SPLIT_TENSORS_COUNT};
 use crate::tensor_type::TensorType;
 use crate::value::MetaValue;
 
@@ -22,7 +24,9 @@ pub struct TensorInfo {
     /// ggml order: `dims[0]` is the innermost (contiguous) one, a matrix's columns.
     pub dims: Vec<u64>,
     pub tensor_type: TensorType,
-    /// Byte offset from the start of the file.
+    /// Which file of a split set holds it (0 for an unsplit file).
+    pub shard: usize,
+    /// Byte offset from the start of that file.
     pub offset: usize,
     /// Bytes the tensor occupies; `None` when its type is unknown.
     pub size: Option<usize>,
@@ -40,10 +44,22 @@ impl TensorInfo {
 }
 
 pub struct GgufFile {
+    /// The file, or the first file of a split set.
     pub path: PathBuf,
     pub version: u32,
+    /// The (first) file's metadata.
     pub metadata: BTreeMap<String, MetaValue>,
     tensors: BTreeMap<String, TensorInfo>,
+    /// One per file, in shard order.
+    maps: Vec<Arc<Mmap>>,
+    shard_paths: Vec<PathBuf>,
+}
+
+/// One file as read: its header, metadata and tensor directory.
+struct Shard {
+    version: u32,
+    metadata: BTreeMap<String, MetaValue>,
+    tensors: Vec<TensorInfo>,
     map: Arc<Mmap>,
 }
 
@@ -53,6 +69,7 @@ impl std::fmt::Debug for GgufFile {
             .field("path", &self.path)
             .field("version", &self.version)
             .field("tensors", &self.tensors.len())
+            .field("shards", &self.shard_paths.len())
             .finish()
     }
 }
@@ -73,88 +90,94 @@ impl GgufFile {
         is_gguf(path)
     }
 
+    /// Opens a GGUF file; a shard of a split set opens the whole set (its siblings by name).
     pub fn open(path: &Path) -> Result<GgufFile> {
-        let io = |source| GgufError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let file = std::fs::File::open(path).map_err(io)?;
-        // SAFETY: the map is read-only; a file changed underneath a running server is as
-        // unsupported as for every other memory-mapping model loader.
-        let map = unsafe { Mmap::map(&file) }.map_err(io)?;
-        Self::parse(path, Arc::new(map))
+        let given = read_shard(path, 0)?;
+        let count = split_key(&given, path, SPLIT_COUNT)?.unwrap_or(1);
+        let no = split_key(&given, path, SPLIT_NO)?.unwrap_or(0);
+        if count <= 1 && no == 0 {
+            return GgufFile::from_shards(vec![path.to_path_buf()], vec![given]);
+        }
+        if no >= count {
+            return Err(malformed(
+                path,
+                format!("{SPLIT_NO} is {no} of {SPLIT_COUNT} {count}"),
+            ));
+        }
+        let paths = shard_paths(path, no, count).map_err(|reason| malformed(path, reason))?;
+        let mut given = Some(given);
+        let mut shards = Vec::with_capacity(count);
+        for (i, shard_path) in paths.iter().enumerate() {
+            let shard = if i == no {
+                let mut shard = given.take().expect("read once");
+                shard.tensors.iter_mut().for_each(|t| t.shard = no);
+                shard
+            } else if !shard_path.is_file() {
+                return Err(GgufError::MissingShard {
+                    path: path.to_path_buf(),
+                    missing: shard_path.clone(),
+                    count,
+                });
+            } else {
+                read_shard(shard_path, i)?
+            };
+            let says = (
+                split_key(&shard, shard_path, SPLIT_NO)?,
+                split_key(&shard, shard_path, SPLIT_COUNT)?,
+            );
+            if says != (Some(i), Some(count)) {
+                return Err(malformed(
+                    shard_path,
+                    format!(
+                        "as shard {} of {count} it needs {SPLIT_NO} {i} and {SPLIT_COUNT} {count}, not {says:?}",
+                        i + 1
+                    ),
+                ));
+            }
+            shards.push(shard);
+        }
+        let file = GgufFile::from_shards(paths, shards)?;
+        if let Some(want) = file.get(SPLIT_TENSORS_COUNT) {
+            let total = file.tensors.len();
+            if want.as_u64() != Some(total as u64) {
+                return Err(malformed(
+                    &file.path,
+                    format!("{SPLIT_TENSORS_COUNT} is {want:?} but its shards hold {total} tensors"),
+                ));
+            }
+        }
+        Ok(file)
     }
 
-    fn parse(path: &Path, map: Arc<Mmap>) -> Result<GgufFile> {
-        let malformed = |reason: String| GgufError::Malformed {
-            path: path.to_path_buf(),
-            reason,
-        };
-        if map.len() < 4 || &map[..4] != MAGIC {
-            return Err(GgufError::NotGguf {
-                path: path.to_path_buf(),
-            });
-        }
-        let mut r = Reader::new(&map[4..]);
-        let version = r.u32().map_err(malformed)?;
-        if !(2..=3).contains(&version) {
-            return Err(GgufError::UnsupportedVersion {
-                path: path.to_path_buf(),
-                version,
-            });
-        }
-        // A tensor entry takes at least 24 bytes, a metadata entry at least 13.
-        let tensor_count = r.count(24, "tensor").map_err(malformed)?;
-        let kv_count = r.count(13, "metadata").map_err(malformed)?;
-        let mut metadata = BTreeMap::new();
-        for _ in 0..kv_count {
-            let key = r.string().map_err(malformed)?;
-            let type_id = r.u32().map_err(malformed)?;
-            let value = r
-                .value(type_id, 0)
-                .map_err(|e| malformed(format!("metadata `{key}`: {e}")))?;
-            metadata.insert(key, value);
-        }
-        let mut infos = Vec::with_capacity(tensor_count);
-        for _ in 0..tensor_count {
-            let name = r.string().map_err(malformed)?;
-            let n_dims = r.u32().map_err(malformed)?;
-            if n_dims == 0 || n_dims > MAX_DIMS {
-                return Err(malformed(format!(
-                    "tensor `{name}` has {n_dims} dimensions"
-                )));
-            }
-            let dims = (0..n_dims)
-                .map(|_| r.u64())
-                .collect::<Result<Vec<u64>, String>>()
-                .map_err(malformed)?;
-            let tensor_type = TensorType::from_id(r.u32().map_err(malformed)?);
-            let offset = r.u64().map_err(malformed)?;
-            infos.push((name, dims, tensor_type, offset));
-        }
-        let alignment = match metadata.get("general.alignment") {
-            None => DEFAULT_ALIGNMENT,
-            Some(v) => v
-                .as_u64()
-                .filter(|a| a.is_power_of_two())
-                .ok_or_else(|| malformed("general.alignment is not a power of two".into()))?,
-        };
-        let header_end = (4 + r.position()) as u64;
-        let data_start = header_end.div_ceil(alignment) * alignment;
+    /// One file of the shards' tensors, under the first shard's name, version and metadata.
+    fn from_shards(paths: Vec<PathBuf>, shards: Vec<Shard>) -> Result<GgufFile> {
+        let mut shards = shards.into_iter();
+        let first = shards.next().expect("at least one shard");
         let mut tensors = BTreeMap::new();
-        for (name, dims, tensor_type, offset) in infos {
-            let info = locate(&name, dims, tensor_type, offset, data_start, map.len())
-                .map_err(malformed)?;
-            if tensors.insert(name.clone(), info).is_some() {
-                return Err(malformed(format!("tensor `{name}` appears twice")));
+        let mut maps = vec![first.map];
+        let mut add = |infos: Vec<TensorInfo>| {
+            for info in infos {
+                if let Some(earlier) = tensors.insert(info.name.clone(), info) {
+                    return Err(malformed(
+                        &paths[earlier.shard],
+                        format!("tensor `{}` appears twice", earlier.name),
+                    ));
+                }
             }
+            Ok(())
+        };
+        add(first.tensors)?;
+        for shard in shards {
+            maps.push(shard.map);
+            add(shard.tensors)?;
         }
         Ok(GgufFile {
-            path: path.to_path_buf(),
-            version,
-            metadata,
+            path: paths[0].clone(),
+            version: first.version,
+            metadata: first.metadata,
             tensors,
-            map,
+            maps,
+            shard_paths: paths,
         })
     }
 
@@ -208,15 +231,123 @@ impl GgufFile {
         self.tensors.values()
     }
 
-    /// The tensor's bytes in the map (`None` for types of unknown size).
+    /// The tensor's bytes in its file's map (`None` for types of unknown size).
     pub fn tensor_bytes(&self, info: &TensorInfo) -> Option<&[u8]> {
         info.size
-            .map(|size| &self.map[info.offset..info.offset + size])
+            .map(|size| &self.maps[info.shard][info.offset..info.offset + size])
     }
 
-    /// The shared map, for weights that keep pointing into it.
-    pub fn map(&self) -> &Arc<Mmap> {
-        &self.map
+    /// The shared map of the file holding `info`, for weights that keep pointing into it.
+    pub fn map_of(&self, info: &TensorInfo) -> &Arc<Mmap> {
+        &self.maps[info.shard]
+    }
+
+    /// The files read: one, or every shard of a split set in order.
+    pub fn shard_paths(&self) -> &[PathBuf] {
+        &self.shard_paths
+    }
+}
+
+fn malformed(path: &Path, reason: String) -> GgufError {
+    GgufError::Malformed {
+        path: path.to_path_buf(),
+        reason,
+    }
+}
+
+fn read_shard(path: &Path, shard: usize) -> Result<Shard> {
+    let io = |source| GgufError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    // SAFETY: the map is read-only; a file changed underneath a running server is as
+    // unsupported as for every other memory-mapping model loader.
+    let map = unsafe { Mmap::map(&file) }.map_err(io)?;
+    parse(path, shard, Arc::new(map))
+}
+
+fn parse(path: &Path, shard: usize, map: Arc<Mmap>) -> Result<Shard> {
+    let malformed = |reason: String| GgufError::Malformed {
+        path: path.to_path_buf(),
+        reason,
+    };
+    if map.len() < 4 || &map[..4] != MAGIC {
+        return Err(GgufError::NotGguf {
+            path: path.to_path_buf(),
+        });
+    }
+    let mut r = Reader::new(&map[4..]);
+    let version = r.u32().map_err(malformed)?;
+    if !(2..=3).contains(&version) {
+        return Err(GgufError::UnsupportedVersion {
+            path: path.to_path_buf(),
+            version,
+        });
+    }
+    // A tensor entry takes at least 24 bytes, a metadata entry at least 13.
+    let tensor_count = r.count(24, "tensor").map_err(malformed)?;
+    let kv_count = r.count(13, "metadata").map_err(malformed)?;
+    let mut metadata = BTreeMap::new();
+    for _ in 0..kv_count {
+        let key = r.string().map_err(malformed)?;
+        let type_id = r.u32().map_err(malformed)?;
+        let value = r
+            .value(type_id, 0)
+            .map_err(|e| malformed(format!("metadata `{key}`: {e}")))?;
+        metadata.insert(key, value);
+    }
+    let mut infos = Vec::with_capacity(tensor_count);
+    for _ in 0..tensor_count {
+        let name = r.string().map_err(malformed)?;
+        let n_dims = r.u32().map_err(malformed)?;
+        if n_dims == 0 || n_dims > MAX_DIMS {
+            return Err(malformed(format!(
+                "tensor `{name}` has {n_dims} dimensions"
+            )));
+        }
+        let dims = (0..n_dims)
+            .map(|_| r.u64())
+            .collect::<Result<Vec<u64>, String>>()
+            .map_err(malformed)?;
+        let tensor_type = TensorType::from_id(r.u32().map_err(malformed)?);
+        let offset = r.u64().map_err(malformed)?;
+        infos.push((name, dims, tensor_type, offset));
+    }
+    let alignment = match metadata.get("general.alignment") {
+        None => DEFAULT_ALIGNMENT,
+        Some(v) => v
+            .as_u64()
+            .filter(|a| a.is_power_of_two())
+            .ok_or_else(|| malformed("general.alignment is not a power of two".into()))?,
+    };
+    let header_end = (4 + r.position()) as u64;
+    let data_start = header_end.div_ceil(alignment) * alignment;
+    let tensors = infos
+        .into_iter()
+        .map(|(name, dims, tensor_type, offset)| {
+            locate(&name, dims, tensor_type, offset, data_start, map.len())
+                .map(|info| TensorInfo { shard, ..info })
+        })
+        .collect::<Result<Vec<_>, String>>()
+        .map_err(malformed)?;
+    Ok(Shard {
+        version,
+        metadata,
+        tensors,
+        map,
+    })
+}
+
+/// A `split.*` key as a count; `Err` when present and not a non-negative integer.
+fn split_key(shard: &Shard, path: &Path, key: &str) -> Result<Option<usize>> {
+    match shard.metadata.get(key) {
+        None => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .and_then(|v| usize::try_from(v).ok())
+            .map(Some)
+            .ok_or_else(|| malformed(path, format!("{key} is {v:?}, not a count"))),
     }
 }
 
@@ -255,6 +386,7 @@ fn locate(
         return Err(format!("tensor `{name}` runs past the end of the file"));
     }
     Ok(TensorInfo {
+        shard: 0,
         name: name.to_string(),
         dims,
         tensor_type,

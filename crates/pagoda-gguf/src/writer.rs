@@ -1,9 +1,10 @@
 //! GGUF v3 bytes from metadata and tensors: what the tests use to make files with chosen
-//! (often broken) metadata, shapes and types out of the committed fixtures.
+//! (often broken) metadata, shapes and types, or split sets, out of the committed fixtures.
 
 use std::collections::BTreeMap;
 
 use crate::file::DEFAULT_ALIGNMENT;
+use crate::split::{SPLIT_COUNT, SPLIT_NO, SPLIT_TENSORS_COUNT};
 use crate::value::MetaValue;
 
 /// One tensor to write: its ggml dims (`dims[0]` innermost), raw type id and stored bytes.
@@ -47,6 +48,37 @@ pub fn gguf_bytes(metadata: &BTreeMap<String, MetaValue>, tensors: &[TensorToWri
         out.extend(&t.bytes);
     }
     out
+}
+
+/// A split set as gguf-split writes one: `shares[i]` tensors in shard `i` (in order; a share
+/// may be 0), the metadata in the first shard, the `split.*` keys in all.
+pub fn split_gguf_bytes(
+    metadata: &BTreeMap<String, MetaValue>,
+    tensors: &[TensorToWrite],
+    shares: &[usize],
+) -> Vec<Vec<u8>> {
+    assert_eq!(shares.iter().sum::<usize>(), tensors.len(), "every tensor in a shard");
+    let mut rest = tensors;
+    shares
+        .iter()
+        .enumerate()
+        .map(|(no, &share)| {
+            let mut keys = if no == 0 {
+                metadata.clone()
+            } else {
+                BTreeMap::new()
+            };
+            keys.insert(SPLIT_NO.into(), MetaValue::U16(no as u16));
+            keys.insert(SPLIT_COUNT.into(), MetaValue::U16(shares.len() as u16));
+            keys.insert(
+                SPLIT_TENSORS_COUNT.into(),
+                MetaValue::I32(tensors.len() as i32),
+            );
+            let (these, later) = rest.split_at(share);
+            rest = later;
+            gguf_bytes(&keys, these)
+        })
+        .collect()
 }
 
 fn type_id(value: &MetaValue) -> u32 {

@@ -4,7 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use pagoda_gguf::{gguf_bytes, GgufError, GgufFile, TensorToWrite, TensorType};
+use pagoda_gguf::{
+    gguf_bytes, shard_file_name, split_gguf_bytes, GgufError, GgufFile, MetaValue, TensorToWrite,
+    TensorType, SPLIT_COUNT, SPLIT_NO, SPLIT_TENSORS_COUNT,
+};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -113,6 +116,154 @@ fn written_files_read_back_as_the_fixtures_they_copy() {
                 t.name
             );
             assert_eq!(TensorType::from_id(t.tensor_type.id()), t.tensor_type);
+        }
+    }
+}
+
+fn tensors_of(file: &GgufFile) -> Vec<TensorToWrite> {
+    file.tensors()
+        .map(|t| TensorToWrite {
+            name: t.name.clone(),
+            dims: t.dims.clone(),
+            type_id: t.tensor_type.id(),
+            bytes: file.tensor_bytes(t).unwrap().to_vec(),
+        })
+        .collect()
+}
+
+/// A fresh directory for one split set.
+fn split_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("pagoda-gguf-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn write_shards(dir: &Path, prefix: &str, shards: &[Vec<u8>]) -> Vec<PathBuf> {
+    shards
+        .iter()
+        .enumerate()
+        .map(|(no, bytes)| {
+            let path = dir.join(shard_file_name(prefix, no, shards.len()));
+            std::fs::write(&path, bytes).unwrap();
+            path
+        })
+        .collect()
+}
+
+#[test]
+fn a_split_set_opens_as_the_file_it_was_cut_from() {
+    let whole = GgufFile::open(&fixture("tiny-qwen2-kquants.gguf")).unwrap();
+    let tensors = tensors_of(&whole);
+    // The first shard holds only metadata, as `gguf-split --no-tensor-in-metadata` writes it.
+    let shares = [0, 10, tensors.len() - 10];
+    let dir = split_dir("split");
+    let paths = write_shards(
+        &dir,
+        "tiny",
+        &split_gguf_bytes(&whole.metadata, &tensors, &shares),
+    );
+    assert_eq!(
+        paths[1].file_name().unwrap(),
+        "tiny-00002-of-00003.gguf",
+        "gguf-split's names"
+    );
+    for given in &paths {
+        let split = GgufFile::open(given).unwrap();
+        assert_eq!(split.path, paths[0], "named by its first shard");
+        assert_eq!(split.shard_paths(), paths.as_slice());
+        let mut metadata = split.metadata.clone();
+        assert_eq!(metadata.remove(SPLIT_COUNT).unwrap().as_u64(), Some(3));
+        assert_eq!(metadata.remove(SPLIT_NO).unwrap().as_u64(), Some(0));
+        assert_eq!(
+            metadata.remove(SPLIT_TENSORS_COUNT).unwrap().as_u64(),
+            Some(tensors.len() as u64)
+        );
+        assert_eq!(metadata, whole.metadata);
+        assert_eq!(split.tensors().count(), tensors.len());
+        for t in whole.tensors() {
+            let s = split.tensor(&t.name).unwrap();
+            assert_eq!((&s.dims, s.tensor_type), (&t.dims, t.tensor_type));
+            assert_eq!(split.tensor_bytes(s), whole.tensor_bytes(t), "{}", t.name);
+        }
+        let mut in_shard = [0; 3];
+        split.tensors().for_each(|t| in_shard[t.shard] += 1);
+        assert_eq!(in_shard, shares);
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn broken_split_sets_are_refused_with_the_reason() {
+    let whole = GgufFile::open(&fixture("tiny-qwen3-q4_0.gguf")).unwrap();
+    let tensors = tensors_of(&whole);
+    let n = tensors.len();
+    let shards = split_gguf_bytes(&whole.metadata, &tensors, &[4, n - 8, 4]);
+    let refused = |tag: &str, shards: &[Vec<u8>], open: usize| {
+        let dir = split_dir(tag);
+        let paths = write_shards(&dir, "m", shards);
+        let err = GgufFile::open(&paths[open]).unwrap_err();
+        std::fs::remove_dir_all(dir).unwrap();
+        err
+    };
+
+    let dir = split_dir("missing");
+    let paths = write_shards(&dir, "m", &shards);
+    std::fs::remove_file(&paths[2]).unwrap();
+    match GgufFile::open(&paths[0]).unwrap_err() {
+        GgufError::MissingShard { missing, count, .. } => {
+            assert_eq!((missing, count), (paths[2].clone(), 3));
+        }
+        other => panic!("{other}"),
+    }
+    // A shard renamed out of the set cannot name its siblings.
+    let renamed = dir.join("renamed.gguf");
+    std::fs::rename(&paths[1], &renamed).unwrap();
+    let err = GgufFile::open(&renamed).unwrap_err().to_string();
+    assert!(err.contains("-00002-of-00003.gguf"), "{err}");
+    std::fs::remove_dir_all(dir).unwrap();
+
+    // A shard from another set (numbered as the second, in the third's place).
+    let mut swapped = shards.clone();
+    swapped[2] = shards[1].clone();
+    let err = refused("swapped", &swapped, 0).to_string();
+    assert!(err.contains("as shard 3 of 3"), "{err}");
+
+    // The same tensor in two shards.
+    let dup = split_gguf_bytes(
+        &whole.metadata,
+        &[tensors.clone(), tensors[..1].to_vec()].concat(),
+        &[4, n - 8, 5],
+    );
+    let err = refused("dup", &dup, 1).to_string();
+    assert!(err.contains("appears twice"), "{err}");
+
+    // A count of tensors the shards do not hold (one shard dropped from a set of 2 + 1).
+    let mut short = split_gguf_bytes(&whole.metadata, &tensors, &[4, n - 4]);
+    let mut metadata = whole.metadata.clone();
+    metadata.insert(SPLIT_NO.into(), MetaValue::U16(0));
+    metadata.insert(SPLIT_COUNT.into(), MetaValue::U16(2));
+    metadata.insert(SPLIT_TENSORS_COUNT.into(), MetaValue::I32(n as i32 + 1));
+    short[0] = gguf_bytes(&metadata, &tensors[..4]);
+    let err = refused("count", &short, 0).to_string();
+    assert!(err.contains(&format!("hold {n} tensors")), "{err}");
+
+    // Split keys that are no counts, or out of range.
+    for (key, value) in [
+        (SPLIT_COUNT, MetaValue::String("two".into())),
+        (SPLIT_NO, MetaValue::I16(-1)),
+        (SPLIT_NO, MetaValue::U16(7)),
+        (SPLIT_COUNT, MetaValue::U64(1 << 40)),
+    ] {
+        let mut metadata = whole.metadata.clone();
+        metadata.insert(key.into(), value.clone());
+        if key == SPLIT_NO {
+            metadata.insert(SPLIT_COUNT.into(), MetaValue::U16(3));
+        }
+        let path = write_temp("keys", &gguf_bytes(&metadata, &tensors));
+        match GgufFile::open(&path) {
+            Err(GgufError::Malformed { .. }) => {}
+            other => panic!("{key} = {value:?}: {other:?}"),
         }
     }
 }

@@ -277,7 +277,7 @@ impl WeightSource for GgufWeights {
                         len,
                     },
                     None => QuantBytes::Mapped {
-                        map: self.file.map().clone(),
+                        map: self.file.map_of(info).clone(),
                         offset: info.offset,
                         len,
                     },
