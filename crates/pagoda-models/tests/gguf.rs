@@ -7,7 +7,9 @@ mod common;
 use std::path::PathBuf;
 
 use common::*;
-use pagoda_gguf::{gguf_bytes, GgufFile, TensorToWrite, TensorType};
+use pagoda_gguf::{
+    gguf_bytes, shard_file_name, split_gguf_bytes, GgufFile, TensorToWrite, TensorType,
+};
 use pagoda_models::loader::{
     load_config, load_model, LoadOptions, QuantDot, QuantPages, QuantRepack,
 };
@@ -451,5 +453,62 @@ fn a_quantized_norm_runs_as_its_decoded_values() {
         a,
         logits(&gguf_path("tiny-qwen2-f16.gguf")),
         "the norm's rounding shows"
+    );
+}
+
+/// A split set (gguf-split's shards) loads from any of its shards and computes bit for bit
+/// what the file it was cut from computes, its weights read from each shard's map or copied.
+#[test]
+fn a_split_file_computes_what_the_whole_file_does() {
+    let whole = "tiny-qwen2-kquants.gguf";
+    let src = GgufFile::open(&gguf_path(whole)).unwrap();
+    let tensors: Vec<TensorToWrite> = src
+        .tensors()
+        .map(|t| TensorToWrite {
+            name: t.name.clone(),
+            dims: t.dims.clone(),
+            type_id: t.tensor_type.id(),
+            bytes: src.tensor_bytes(t).unwrap().to_vec(),
+        })
+        .collect();
+    let shares = [2, 7, tensors.len() - 9];
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("split-kquants");
+    std::fs::create_dir_all(&dir).unwrap();
+    let shards: Vec<PathBuf> = split_gguf_bytes(&src.metadata, &tensors, &shares)
+        .into_iter()
+        .enumerate()
+        .map(|(no, bytes)| {
+            let path = dir.join(shard_file_name("tiny-qwen2-kquants", no, shares.len()));
+            std::fs::write(&path, bytes).unwrap();
+            path
+        })
+        .collect();
+    let logits = |path: &PathBuf, pages: QuantPages| {
+        let options = LoadOptions {
+            pages,
+            ..Default::default()
+        };
+        let (model, _) = load_model(path, &options).unwrap();
+        let cfg = &model.config;
+        let shape = KvCacheShape {
+            num_layers: cfg.num_layers,
+            num_blocks: 8,
+            block_size: BLOCK_SIZE,
+            num_kv_heads: cfg.num_kv_heads,
+            head_dim: cfg.head_dim,
+            dtype: WeightDtype::F32,
+        };
+        let mut runner = ModelRunner::new(model, shape);
+        run_alone(&mut runner, &[5, 17, 3, 250, 9], 3, 7).0
+    };
+    let want = logits(&gguf_path(whole), QuantPages::Mapped);
+    for pages in [QuantPages::Mapped, QuantPages::Auto] {
+        for shard in &shards {
+            assert_eq!(logits(shard, pages), want, "{} {pages:?}", shard.display());
+        }
+    }
+    assert_eq!(
+        load_config(&shards[1]).unwrap().hidden_size,
+        load_config(&gguf_path(whole)).unwrap().hidden_size
     );
 }

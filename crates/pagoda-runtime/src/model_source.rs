@@ -1,6 +1,8 @@
 //! Where a model comes from: a local directory, a GGUF file (or a directory holding one), or
 //! a Hugging Face hub id downloaded into the standard Hugging Face cache (`HF_HOME`,
-//! `HF_HUB_CACHE`), with a progress bar; `repo:QUANT` picks one GGUF file of a hub repo.
+//! `HF_HUB_CACHE`), with a progress bar; `repo:QUANT` picks one GGUF file of a hub repo. A
+//! split GGUF (`NAME-00001-of-00003.gguf` and its siblings) counts as one file, named by its
+//! first shard.
 
 use std::path::{Path, PathBuf};
 
@@ -45,7 +47,7 @@ pub fn resolve_model(spec: &str, with_weights: bool) -> Result<PathBuf> {
 }
 
 /// A checkpoint directory as it is; a directory without `config.json` holding one GGUF file
-/// is that file.
+/// (or one split set) is that file.
 fn local_dir(dir: &Path) -> Result<PathBuf> {
     if dir.join("config.json").exists() {
         return Ok(dir.to_path_buf());
@@ -56,6 +58,10 @@ fn local_dir(dir: &Path) -> Result<PathBuf> {
         .filter(|p| p.extension().is_some_and(|e| e == "gguf") && is_gguf(p))
         .collect();
     ggufs.sort();
+    let names = file_names(&ggufs);
+    if one_split_set(&names) {
+        return Ok(ggufs.remove(0));
+    }
     match ggufs.len() {
         0 => Ok(dir.to_path_buf()),
         1 => Ok(ggufs.remove(0)),
@@ -65,6 +71,26 @@ fn local_dir(dir: &Path) -> Result<PathBuf> {
             file_names(&ggufs).join(", ")
         ))),
     }
+}
+
+/// Whether `names` (sorted) are exactly the shards of one split GGUF, first first.
+fn one_split_set(names: &[String]) -> bool {
+    let base = |name: &str| name.rsplit('/').next().unwrap_or(name).to_string();
+    let shards: Option<Vec<(String, usize, usize)>> = names
+        .iter()
+        .map(|n| {
+            let name = base(n);
+            pagoda_gguf::parse_shard_name(&name).map(|(prefix, no, count)| {
+                (n[..n.len() - name.len()].to_string() + prefix, no, count)
+            })
+        })
+        .collect();
+    shards.is_some_and(|shards| {
+        !shards.is_empty()
+            && shards.iter().enumerate().all(|(i, (prefix, no, count))| {
+                (prefix, *no, *count) == (&shards[0].0, i, shards.len())
+            })
+    })
 }
 
 fn file_names(paths: &[PathBuf]) -> Vec<String> {
@@ -141,20 +167,27 @@ fn download(repo_id: &str, with_weights: bool) -> Result<PathBuf> {
     dir.ok_or_else(|| RuntimeError::ModelNotFound(repo_id.to_string()))
 }
 
-/// Downloads the one GGUF file of `repo_id` that `quant` names (or its only one).
+/// Downloads the one GGUF file (or split set) of `repo_id` that `quant` names (or its only
+/// one); the path of the file or first shard.
 fn download_gguf(repo_id: &str, quant: Option<&str>) -> Result<PathBuf> {
     let hub_error = |e| hub_error(repo_id, e);
     let repo = hub_repo(repo_id)?;
     let info = repo.info().map_err(hub_error)?;
     let names: Vec<String> = info.siblings.into_iter().map(|s| s.rfilename).collect();
-    let file = pick_gguf(&names, quant)
+    let files = pick_gguf(&names, quant)
         .map_err(|e| RuntimeError::ModelNotFound(format!("{repo_id}: {e}")))?;
-    repo.get(&file).map_err(hub_error)
+    // The cache keeps a repo's files under their names in one snapshot, so the shards stay
+    // siblings.
+    let mut local = files.iter().map(|f| repo.get(f).map_err(hub_error));
+    let first = local.next().expect("at least one file")?;
+    local.collect::<Result<Vec<_>>>()?;
+    Ok(first)
 }
 
 /// The GGUF file among `names` whose name holds `quant` (case-insensitively, as a whole
-/// dot/dash-separated part, so `Q4_K` does not pick `Q4_K_M`), or the only one.
-fn pick_gguf(names: &[String], quant: Option<&str>) -> std::result::Result<String, String> {
+/// dot/dash-separated part, so `Q4_K` does not pick `Q4_K_M`), or the only one; all the
+/// shards of a split one, first first.
+fn pick_gguf(names: &[String], quant: Option<&str>) -> std::result::Result<Vec<String>, String> {
     let ggufs: Vec<&String> = names
         .iter()
         .filter(|n| n.to_ascii_lowercase().ends_with(".gguf") && !n.contains("mmproj"))
@@ -162,7 +195,7 @@ fn pick_gguf(names: &[String], quant: Option<&str>) -> std::result::Result<Strin
     if ggufs.is_empty() {
         return Err("the repo holds no GGUF file".into());
     }
-    let matching: Vec<&String> = match quant {
+    let mut matching: Vec<&String> = match quant {
         None => ggufs.clone(),
         Some(quant) => {
             let quant = quant.to_ascii_lowercase();
@@ -189,11 +222,13 @@ fn pick_gguf(names: &[String], quant: Option<&str>) -> std::result::Result<Strin
             .collect::<Vec<_>>()
             .join(", ")
     };
+    matching.sort();
+    let matching: Vec<String> = matching.into_iter().cloned().collect();
+    if one_split_set(&matching) {
+        return Ok(matching);
+    }
     match matching.as_slice() {
-        [one] if one.contains("-of-0") => Err(format!(
-            "{one} is one shard of a split GGUF, which Pagoda does not read; merge it with llama-gguf-split first"
-        )),
-        [one] => Ok((*one).clone()),
+        [one] => Ok(vec![one.clone()]),
         [] => Err(format!("no GGUF file matches {:?}; the repo has {}", quant.unwrap_or(""), list())),
         _ => Err(format!("several GGUF files match; pick one with `repo:QUANT` ({})", list())),
     }
@@ -249,15 +284,15 @@ mod tests {
         .to_vec();
         assert_eq!(
             pick_gguf(&names, Some("Q4_K_M")).unwrap(),
-            "qwen2.5-0.5b-instruct-q4_k_m.gguf"
+            ["qwen2.5-0.5b-instruct-q4_k_m.gguf"]
         );
         assert_eq!(
             pick_gguf(&names, Some("q4_k")).unwrap(),
-            "qwen2.5-0.5b-instruct-q4_k.gguf"
+            ["qwen2.5-0.5b-instruct-q4_k.gguf"]
         );
         assert_eq!(
             pick_gguf(&names, Some("q8_0")).unwrap(),
-            "Qwen2.5-0.5B-Instruct-Q8_0.gguf"
+            ["Qwen2.5-0.5B-Instruct-Q8_0.gguf"]
         );
         let none = pick_gguf(&names, Some("Q2_K")).unwrap_err();
         assert!(none.contains("Q2_K") && none.contains("q4_k_m"), "{none}");
@@ -265,8 +300,37 @@ mod tests {
         assert!(pick_gguf(&names[..1], None)
             .unwrap_err()
             .contains("no GGUF"));
-        let split = ["m-Q8_0-00001-of-00002.gguf".to_string()];
-        assert!(pick_gguf(&split, Some("q8_0")).is_err());
+    }
+
+    #[test]
+    fn a_split_gguf_is_picked_whole() {
+        let names: Vec<String> = [
+            "Q4_K_M/m-Q4_K_M-00002-of-00002.gguf",
+            "Q4_K_M/m-Q4_K_M-00001-of-00002.gguf",
+            "m-Q8_0.gguf",
+            "Q6_K/m-Q6_K-00001-of-00003.gguf",
+            "Q6_K/m-Q6_K-00003-of-00003.gguf",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            pick_gguf(&names, Some("q4_k_m")).unwrap(),
+            [
+                "Q4_K_M/m-Q4_K_M-00001-of-00002.gguf",
+                "Q4_K_M/m-Q4_K_M-00002-of-00002.gguf"
+            ]
+        );
+        assert_eq!(pick_gguf(&names, Some("Q8_0")).unwrap(), ["m-Q8_0.gguf"]);
+        // A set missing a shard is no set: several files match.
+        assert!(pick_gguf(&names, Some("q6_k"))
+            .unwrap_err()
+            .contains("several"));
+        assert!(pick_gguf(&names[..2], None).is_ok());
+        assert!(!one_split_set(&names[..2]), "unsorted");
+        assert!(!one_split_set(&[
+            "a-00001-of-00002.gguf".into(),
+            "b-00002-of-00002.gguf".into()
+        ]));
     }
 
     #[test]
@@ -285,6 +349,17 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("a.gguf") && err.contains("b.gguf"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+        // The shards of one split GGUF are one file, named by its first shard.
+        std::fs::create_dir_all(&dir).unwrap();
+        for no in [1, 0] {
+            let name = pagoda_gguf::shard_file_name("m", no, 2);
+            std::fs::copy(&fixture, dir.join(name)).unwrap();
+        }
+        assert_eq!(
+            resolve_model(dir.to_str().unwrap(), true).unwrap(),
+            dir.join("m-00001-of-00002.gguf")
+        );
         std::fs::remove_dir_all(&dir).unwrap();
         let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
         let err = resolve_model(readme.to_str().unwrap(), true)

@@ -179,6 +179,48 @@ fn a_bad_kernel_path_is_one_error_line() {
     );
 }
 
+/// A split GGUF (gguf-split's shards, here in a directory of their own) generates what the
+/// file it was cut from generates; with a shard missing, one line names it.
+#[test]
+fn a_split_gguf_generates_as_the_whole_file() {
+    let whole = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/gguf/tiny-qwen2-kquants.gguf");
+    let file = pagoda_gguf::GgufFile::open(&whole).unwrap();
+    let tensors: Vec<pagoda_gguf::TensorToWrite> = file
+        .tensors()
+        .map(|t| pagoda_gguf::TensorToWrite {
+            name: t.name.clone(),
+            dims: t.dims.clone(),
+            type_id: t.tensor_type.id(),
+            bytes: file.tensor_bytes(t).unwrap().to_vec(),
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let shares = [5, tensors.len() - 5];
+    for (no, bytes) in pagoda_gguf::split_gguf_bytes(&file.metadata, &tensors, &shares)
+        .into_iter()
+        .enumerate()
+    {
+        let name = pagoda_gguf::shard_file_name("tiny-q4_k_m", no, shares.len());
+        std::fs::write(dir.path().join(name), bytes).unwrap();
+    }
+    let tokens = |model: &Path| {
+        let (ok, stdout, stderr) = generate(model, &["--json"]);
+        assert!(ok, "{}: {stderr}", model.display());
+        serde_json::from_str::<serde_json::Value>(&stdout).unwrap()["token_ids"].clone()
+    };
+    let want = tokens(&whole);
+    assert_eq!(want.as_array().map(Vec::len), Some(4));
+    assert_eq!(tokens(dir.path()), want);
+    let second = dir.path().join("tiny-q4_k_m-00002-of-00002.gguf");
+    assert_eq!(tokens(&second), want);
+    std::fs::remove_file(&second).unwrap();
+    assert_clean_failure(
+        generate(&dir.path().join("tiny-q4_k_m-00001-of-00002.gguf"), &[]),
+        &["tiny-q4_k_m-00002-of-00002.gguf", "is not there"],
+    );
+}
+
 /// Greedy tokens of `pagoda generate --json` on `model` with `extra` flags, on every kernel
 /// path this CPU has (forced through the environment): all the same, `max_tokens` of them.
 fn same_tokens_on_every_kernel_path(model: &Path, extra: &[&str], max_tokens: usize) {
