@@ -6,9 +6,11 @@ Run by hand, not in CI (needs the tiny models of make_fixtures.py):
     pip install gguf torch transformers numpy safetensors
     python scripts/make_gguf_fixtures.py
 
+`--blocks-only` writes only quant-blocks.gguf (needs just gguf and numpy).
+
 What it writes:
   1. quant-blocks.gguf: for every tensor type Pagoda reads (F32, F16, BF16, Q8_0, Q4_0, Q4_1,
-     Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) a 4 x 512 tensor of random blocks (finite scales, random quants), and next to
+     Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K) a 4 x 512 tensor of random blocks (finite scales, random quants), and next to
      it `<name>.dequantized`, the same values as f32 from the `gguf` package's reference
      dequantizers. Rust must reproduce them bit for bit.
   2. Models converted from the tiny safetensors checkpoints, with the tokenizer and chat
@@ -28,11 +30,10 @@ computed from what the file decodes to.
 """
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
-import torch
-import transformers
 import gguf
 from gguf import GGMLQuantizationType as T
 from gguf.quants import dequantize, quantize
@@ -152,6 +153,11 @@ def random_blocks(rng, qtype: T, rows: int, cols: int) -> np.ndarray:
         data[:, 2:4] = scale()
     elif qtype == T.Q6_K:
         data[:, 208:210] = scale()
+    elif qtype == T.Q2_K:
+        data[:, 80:82] = scale()
+        data[:, 82:84] = scale()
+    elif qtype == T.Q3_K:
+        data[:, 108:110] = scale()
     return data.reshape(rows, -1)
 
 
@@ -159,7 +165,9 @@ def write_quant_blocks() -> None:
     rng = np.random.default_rng(7)
     w = gguf.GGUFWriter(str(OUT / "quant-blocks.gguf"), "pagoda-test")
     rows, cols = 4, 512
-    for qtype in [T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q4_K, T.Q5_K, T.Q6_K]:
+    # Types added later go last, so the earlier ones keep their random blocks.
+    for qtype in [T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q4_K, T.Q5_K, T.Q6_K,
+                  T.Q2_K, T.Q3_K]:
         data = random_blocks(rng, qtype, rows, cols)
         raw = None if qtype in (T.F32, T.F16) else qtype
         w.add_tensor(qtype.name, data, raw_dtype=raw)
@@ -299,8 +307,12 @@ def convert(model, arch: str, out: Path, model_dir: Path, pick) -> dict:
     return decoded
 
 
-@torch.no_grad()
 def run_case(model, input_ids: list) -> dict:
+    with torch.no_grad():
+        return run_case_without_grad(model, input_ids)
+
+
+def run_case_without_grad(model, input_ids: list) -> dict:
     ids = list(input_ids)
     logits = model(input_ids=torch.tensor([ids])).logits[0, -1].float()
     last = [float(str(v)) for v in logits.numpy().astype(np.float32)]
@@ -372,9 +384,14 @@ def q4_k_m(name: str, shape) -> T:
 
 
 def main() -> None:
-    torch.set_num_threads(1)
     OUT.mkdir(parents=True, exist_ok=True)
     write_quant_blocks()
+    if "--blocks-only" in sys.argv:
+        return
+    global torch, transformers
+    import torch  # pylint: disable=import-outside-toplevel
+    import transformers  # pylint: disable=import-outside-toplevel
+    torch.set_num_threads(1)
     write_model("tiny-qwen2", "qwen2", "tiny-qwen2-f16.gguf", lambda n, s: T.F16)
     write_model("tiny-mistral", "llama", "tiny-mistral-q8_0.gguf", lambda n, s: T.Q8_0)
     write_model("tiny-qwen3", "qwen3", "tiny-qwen3-q4_0.gguf",

@@ -14,7 +14,9 @@ pub enum GgufError {
     UnsupportedVersion { path: PathBuf, version: u32 },
     #[error("{path} is a malformed GGUF file: {reason}")]
     Malformed { path: PathBuf, reason: String },
-    #[error("{path} is one of {count} shards of a split GGUF, and its sibling {missing} is not there")]
+    #[error(
+        "{path} is one of {count} shards of a split GGUF, and its sibling {missing} is not there"
+    )]
     MissingShard {
         path: PathBuf,
         missing: PathBuf,

@@ -142,7 +142,9 @@ impl GgufFile {
             if want.as_u64() != Some(total as u64) {
                 return Err(malformed(
                     &file.path,
-                    format!("{SPLIT_TENSORS_COUNT} is {want:?} but its shards hold {total} tensors"),
+                    format!(
+                        "{SPLIT_TENSORS_COUNT} is {want:?} but its shards hold {total} tensors"
+                    ),
                 ));
             }
         }

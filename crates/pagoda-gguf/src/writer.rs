@@ -57,7 +57,11 @@ pub fn split_gguf_bytes(
     tensors: &[TensorToWrite],
     shares: &[usize],
 ) -> Vec<Vec<u8>> {
-    assert_eq!(shares.iter().sum::<usize>(), tensors.len(), "every tensor in a shard");
+    assert_eq!(
+        shares.iter().sum::<usize>(),
+        tensors.len(),
+        "every tensor in a shard"
+    );
     let mut rest = tensors;
     shares
         .iter()

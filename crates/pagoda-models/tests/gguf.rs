@@ -117,6 +117,8 @@ fn every_tensor_type_decodes_bit_for_bit_as_the_gguf_package_does() {
         TensorType::Q4K,
         TensorType::Q5K,
         TensorType::Q6K,
+        TensorType::Q2K,
+        TensorType::Q3K,
     ];
     for tensor_type in types {
         let name = tensor_type.name();
@@ -402,15 +404,7 @@ fn q8_0_blocks(values: &[f32]) -> (Vec<u8>, Vec<f32>) {
 #[test]
 fn a_quantized_norm_runs_as_its_decoded_values() {
     let src = GgufFile::open(&gguf_path("tiny-qwen2-f16.gguf")).unwrap();
-    let tensors: Vec<TensorToWrite> = src
-        .tensors()
-        .map(|t| TensorToWrite {
-            name: t.name.clone(),
-            dims: t.dims.clone(),
-            type_id: t.tensor_type.id(),
-            bytes: src.tensor_bytes(t).unwrap().to_vec(),
-        })
-        .collect();
+    let tensors = tensors_of(&src);
     let norm = tensors
         .iter()
         .position(|t| t.name == "output_norm.weight")
@@ -462,15 +456,7 @@ fn a_quantized_norm_runs_as_its_decoded_values() {
 fn a_split_file_computes_what_the_whole_file_does() {
     let whole = "tiny-qwen2-kquants.gguf";
     let src = GgufFile::open(&gguf_path(whole)).unwrap();
-    let tensors: Vec<TensorToWrite> = src
-        .tensors()
-        .map(|t| TensorToWrite {
-            name: t.name.clone(),
-            dims: t.dims.clone(),
-            type_id: t.tensor_type.id(),
-            bytes: src.tensor_bytes(t).unwrap().to_vec(),
-        })
-        .collect();
+    let tensors = tensors_of(&src);
     let shares = [2, 7, tensors.len() - 9];
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("split-kquants");
     std::fs::create_dir_all(&dir).unwrap();
@@ -511,4 +497,109 @@ fn a_split_file_computes_what_the_whole_file_does() {
         load_config(&shards[1]).unwrap().hidden_size,
         load_config(&gguf_path(whole)).unwrap().hidden_size
     );
+}
+
+/// Q2_K and Q3_K (what Q2_K and Q3_K_S/M/L files hold) multiply f32 activations by their
+/// decoded values: a model whose matrices are random Q2_K/Q3_K blocks computes what the same
+/// file with those values stored as F32 computes, up to the order of float sums.
+#[test]
+fn q2_k_and_q3_k_matrices_compute_their_decoded_values() {
+    let src = GgufFile::open(&gguf_path("tiny-qwen2-kquants.gguf")).unwrap();
+    let mut seed = 12345u64;
+    let mut next = || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) as u8
+    };
+    let (mut quantized, mut float) = (Vec::new(), Vec::new());
+    for t in src.tensors() {
+        let mut tensor = TensorToWrite {
+            name: t.name.clone(),
+            dims: t.dims.clone(),
+            type_id: t.tensor_type.id(),
+            bytes: src.tensor_bytes(t).unwrap().to_vec(),
+        };
+        if !t.name.starts_with("blk.") || t.dims.len() != 2 {
+            quantized.push(tensor.clone());
+            float.push(tensor);
+            continue;
+        }
+        // Q3_K_M's pattern in spirit: Q3_K mostly, Q2_K for the down projections.
+        let tensor_type = if t.name.contains("ffn_down") {
+            TensorType::Q2K
+        } else {
+            TensorType::Q3K
+        };
+        let (values, block) = tensor_type.block().unwrap();
+        let (cols, rows) = (t.dims[0] as usize, t.dims[1] as usize);
+        let mut bytes: Vec<u8> = (0..rows * cols / values * block).map(|_| next()).collect();
+        // Scale fields (f16) of a plausible size; quants and sub-block scales stay random.
+        for b in bytes.chunks_exact_mut(block) {
+            let d = half::f16::from_f32(0.0005 + f32::from(next()) / 255.0 * 0.002).to_le_bytes();
+            b[block - 2..].copy_from_slice(&d);
+            if tensor_type == TensorType::Q2K {
+                b[80..82].copy_from_slice(&half::f16::from_f32(0.01).to_le_bytes());
+            }
+        }
+        let mut decoded = vec![0.0f32; rows * cols];
+        for (row, out) in bytes
+            .chunks_exact(cols / values * block)
+            .zip(decoded.chunks_exact_mut(cols))
+        {
+            dequantize_row(tensor_type, row, out);
+        }
+        tensor.type_id = tensor_type.id();
+        tensor.bytes = bytes;
+        quantized.push(tensor.clone());
+        tensor.type_id = TensorType::F32.id();
+        tensor.bytes = bytemuck::cast_slice(&decoded).to_vec();
+        float.push(tensor);
+    }
+    let logits = |name: &str, tensors: &[TensorToWrite]| {
+        let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+        std::fs::write(&path, gguf_bytes(&src.metadata, tensors)).unwrap();
+        let (model, _) = load_model(&path, &LoadOptions::default()).unwrap();
+        let cfg = &model.config;
+        let shape = KvCacheShape {
+            num_layers: cfg.num_layers,
+            num_blocks: 8,
+            block_size: BLOCK_SIZE,
+            num_kv_heads: cfg.num_kv_heads,
+            head_dim: cfg.head_dim,
+            dtype: WeightDtype::F32,
+        };
+        let mut runner = ModelRunner::new(model, shape);
+        run_alone(&mut runner, &[5, 17, 3, 250, 9, 77, 1000, 64, 31], 4, 7)
+            .0
+            .concat()
+    };
+    let got = logits("q3_k_m-like.gguf", &quantized);
+    let want = logits("q3_k_m-like-decoded.gguf", &float);
+    let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let worst = got
+        .iter()
+        .zip(&want)
+        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    assert!(scale > 0.5, "logits of some size: {scale}");
+    assert!(
+        worst <= 1e-4 * scale.max(1.0),
+        "{worst} on logits up to {scale}"
+    );
+    assert_ne!(
+        got,
+        logits("kquants-unchanged.gguf", &tensors_of(&src)),
+        "the Q2_K/Q3_K matrices are what runs"
+    );
+}
+
+fn tensors_of(file: &GgufFile) -> Vec<TensorToWrite> {
+    file.tensors()
+        .map(|t| TensorToWrite {
+            name: t.name.clone(),
+            dims: t.dims.clone(),
+            type_id: t.tensor_type.id(),
+            bytes: file.tensor_bytes(t).unwrap().to_vec(),
+        })
+        .collect()
 }

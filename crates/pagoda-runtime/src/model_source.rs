@@ -229,8 +229,15 @@ fn pick_gguf(names: &[String], quant: Option<&str>) -> std::result::Result<Vec<S
     }
     match matching.as_slice() {
         [one] => Ok(vec![one.clone()]),
-        [] => Err(format!("no GGUF file matches {:?}; the repo has {}", quant.unwrap_or(""), list())),
-        _ => Err(format!("several GGUF files match; pick one with `repo:QUANT` ({})", list())),
+        [] => Err(format!(
+            "no GGUF file matches {:?}; the repo has {}",
+            quant.unwrap_or(""),
+            list()
+        )),
+        _ => Err(format!(
+            "several GGUF files match; pick one with `repo:QUANT` ({})",
+            list()
+        )),
     }
 }
 

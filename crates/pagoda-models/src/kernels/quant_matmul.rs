@@ -15,7 +15,7 @@ use super::quant_prefill::{group_size, prefill_task};
 pub use super::simd::reduce_lanes;
 use super::simd::{multiversion, prefetch, Simd16};
 use crate::quant::formats::{
-    Bf16Rows, F16Rows, F32Rows, Format, Q4K, Q4_0, Q4_1, Q5K, Q5_0, Q5_1, Q6K, Q8_0,
+    Bf16Rows, F16Rows, F32Rows, Format, Q2K, Q3K, Q4K, Q4_0, Q4_1, Q5K, Q5_0, Q5_1, Q6K, Q8_0,
 };
 use crate::quant::{QuantMatrix, QuantPart};
 use pagoda_gguf::TensorType;
@@ -140,6 +140,8 @@ fn run_task(isa: Isa, part: &QuantPart, call: Call, x: &[f32], task: Task, out: 
         TensorType::Q4_1 => run!(Q4_1),
         TensorType::Q5_0 => run!(Q5_0),
         TensorType::Q5_1 => run!(Q5_1),
+        TensorType::Q2K => run!(Q2K),
+        TensorType::Q3K => run!(Q3K),
         TensorType::Q4K => run!(Q4K),
         TensorType::Q5K => run!(Q5K),
         TensorType::Q6K => run!(Q6K),
@@ -357,6 +359,11 @@ mod tests {
                     scale(&mut bytes, 2, small(next()));
                 }
                 TensorType::Q6K => scale(&mut bytes, 208, small(next())),
+                TensorType::Q2K => {
+                    scale(&mut bytes, 80, small(next()));
+                    scale(&mut bytes, 82, small(next()));
+                }
+                TensorType::Q3K => scale(&mut bytes, 108, small(next())),
                 TensorType::F16 | TensorType::BF16 | TensorType::F32 => {
                     // Whole values: replace the random bits (NaNs) with small numbers.
                     let size = block;
@@ -374,7 +381,9 @@ mod tests {
         QuantPart::new(tensor_type, rows, cols, QuantBytes::Owned(Arc::new(bytes))).unwrap()
     }
 
-    const TYPES: [TensorType; 11] = [
+    const TYPES: [TensorType; 13] = [
+        TensorType::Q2K,
+        TensorType::Q3K,
         TensorType::Q4_1,
         TensorType::Q5_0,
         TensorType::Q5_1,

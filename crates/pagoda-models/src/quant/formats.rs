@@ -43,6 +43,10 @@ pub struct Q5_0;
 #[derive(Clone, Copy)]
 pub struct Q5_1;
 #[derive(Clone, Copy)]
+pub struct Q2K;
+#[derive(Clone, Copy)]
+pub struct Q3K;
+#[derive(Clone, Copy)]
 pub struct Q4K;
 #[derive(Clone, Copy)]
 pub struct Q5K;
@@ -181,6 +185,89 @@ unsafe fn scale_min_ints(scales: *const u8, j: usize) -> (u8, u8) {
         )
     };
     (sc, m)
+}
+
+/// Super-blocks of 256: `[scales: 16][qs: 64][d: f16][dmin: f16]`, sixteen sub-blocks of 16.
+/// Chunk `g` (values `32g..32g+32`) is bits `2 (g % 4)` of `qs[32 (g / 4) ..]`, its halves
+/// sub-blocks `2g` and `2g + 1`, whose scale byte holds `sc` low and `m` high; value
+/// `(d * sc) * q - dmin * m`.
+impl Format for Q2K {
+    const VALUES: usize = 256;
+    const BYTES: usize = 84;
+    #[inline(always)]
+    unsafe fn decode32<S: Simd16>(row: *const u8, chunk: usize) -> (S, S) {
+        let (b, g) = (row.add((chunk / 8) * Self::BYTES), chunk % 8);
+        let (d, dmin) = (f16_at::<S>(b.add(80)), f16_at::<S>(b.add(82)));
+        let qs = b.add(16 + (g / 4) * 32);
+        let shift = 2 * (g as u32 % 4);
+        (
+            q2k_half(d, dmin, *b.add(2 * g), S::load_u8_bits(qs, shift, 3)),
+            q2k_half(
+                d,
+                dmin,
+                *b.add(2 * g + 1),
+                S::load_u8_bits(qs.add(16), shift, 3),
+            ),
+        )
+    }
+}
+
+/// One Q2_K sub-block's values from its scale byte and its 2-bit `q`. (Functions, not
+/// closures: a closure is compiled without the path's target features.)
+#[inline(always)]
+unsafe fn q2k_half<S: Simd16>(d: S, dmin: S, field: u8, q: S) -> S {
+    let scale = S::mul(d, S::splat(f32::from(field & 15)));
+    let min = S::mul(dmin, S::splat(f32::from(field >> 4)));
+    S::sub(S::mul(scale, q), min)
+}
+
+/// Super-blocks of 256: `[hmask: 32][qs: 64][scales: 12][d: f16]`, sixteen sub-blocks of 16.
+/// Chunk `g`'s low two bits are Q2_K's, its third bit `g` of `hmask[0..32]`; its halves'
+/// scales are six bits (sub-block `k`: nibble `k / 8` of byte `k % 8`, and bits
+/// `2 (k / 4)` of byte `8 + k % 4` above them) less 32; value `(d * sc) * (q - 4)`, `q` the
+/// three bits.
+impl Format for Q3K {
+    const VALUES: usize = 256;
+    const BYTES: usize = 110;
+    #[inline(always)]
+    unsafe fn decode32<S: Simd16>(row: *const u8, chunk: usize) -> (S, S) {
+        let (b, g) = (row.add((chunk / 8) * Self::BYTES), chunk % 8);
+        let d = f16_at::<S>(b.add(108));
+        let qs = b.add(32 + (g / 4) * 32);
+        let shift = 2 * (g as u32 % 4);
+        (
+            q3k_half(b, g, 0, qs, shift, d),
+            q3k_half(b, g, 1, qs, shift, d),
+        )
+    }
+}
+
+/// Half `h` of chunk `g` of the Q3_K super-block at `b`.
+#[inline(always)]
+unsafe fn q3k_half<S: Simd16>(
+    b: *const u8,
+    g: usize,
+    h: usize,
+    qs: *const u8,
+    shift: u32,
+    d: S,
+) -> S {
+    let scale = S::mul(d, S::splat(f32::from(q3k_scale(b.add(96), 2 * g + h))));
+    // Small integers: the float sums are exact.
+    let q = S::fma(
+        S::load_u8_bits(b.add(16 * h), g as u32, 1),
+        S::splat(4.0),
+        S::add(S::load_u8_bits(qs.add(16 * h), shift, 3), S::splat(-4.0)),
+    );
+    S::mul(scale, q)
+}
+
+/// Sub-block `k`'s scale of a Q3_K super-block from its 12 packed bytes, less 32.
+#[inline(always)]
+unsafe fn q3k_scale(scales: *const u8, k: usize) -> i8 {
+    let low = (*scales.add(k % 8) >> (4 * (k / 8))) & 15;
+    let high = (*scales.add(8 + k % 4) >> (2 * (k / 4))) & 3;
+    (low | high << 4) as i8 - 32
 }
 
 /// Super-blocks of 256: `[d: f16][dmin: f16][scales: 12][qs: 128]`, eight sub-blocks of 32;

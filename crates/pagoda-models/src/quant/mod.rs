@@ -12,7 +12,9 @@ use rayon::prelude::*;
 use crate::kernels::simd::{Scalar, Simd16};
 use crate::matrix::MatrixData;
 use crate::packed::PackedMatrix;
-use formats::{Bf16Rows, F16Rows, F32Rows, Format, Q4K, Q4_0, Q4_1, Q5K, Q5_0, Q5_1, Q6K, Q8_0};
+use formats::{
+    Bf16Rows, F16Rows, F32Rows, Format, Q2K, Q3K, Q4K, Q4_0, Q4_1, Q5K, Q5_0, Q5_1, Q6K, Q8_0,
+};
 
 /// Where a part's bytes live: in the file's map, in the copy of the file's quantized
 /// tensors made at load (`QuantPages::Auto`), or (rows reordered at load) in memory.
@@ -98,10 +100,17 @@ impl QuantPart {
         self
     }
 
+    /// Whether integer kernels exist for the type. Q2_K and Q3_K (and the float types) take
+    /// f32 activations.
     pub fn has_int_dot(tensor_type: TensorType) -> bool {
         !matches!(
             tensor_type,
-            TensorType::F32 | TensorType::F16 | TensorType::BF16 | TensorType::Other(_)
+            TensorType::F32
+                | TensorType::F16
+                | TensorType::BF16
+                | TensorType::Q2K
+                | TensorType::Q3K
+                | TensorType::Other(_)
         )
     }
 
@@ -255,6 +264,8 @@ pub fn dequantize_row(tensor_type: TensorType, bytes: &[u8], out: &mut [f32]) {
         TensorType::Q4_1 => run::<Q4_1>(bytes, out),
         TensorType::Q5_0 => run::<Q5_0>(bytes, out),
         TensorType::Q5_1 => run::<Q5_1>(bytes, out),
+        TensorType::Q2K => run::<Q2K>(bytes, out),
+        TensorType::Q3K => run::<Q3K>(bytes, out),
         TensorType::Q4K => run::<Q4K>(bytes, out),
         TensorType::Q5K => run::<Q5K>(bytes, out),
         TensorType::Q6K => run::<Q6K>(bytes, out),
