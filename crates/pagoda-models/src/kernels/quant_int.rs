@@ -651,8 +651,15 @@ pub(super) unsafe fn group_scales_into<S: Simd16, F: IntFormat>(
 pub(super) const fn stored_span<F: IntFormat>() -> usize {
     let most = 2 * 127 * (2 * F::STORED_BIAS as usize - 1);
     let span = 32767 / most;
-    if span > 8 {
+    // The sums take one factor as they widen: with factors per half chunk, at most the four
+    // vectors of one half (Q3_K's three bits would allow eight).
+    let limit = if matches!(F::FACTORS, Factors::PerHalf) {
+        4
+    } else {
         8
+    };
+    if span > limit {
+        limit
     } else {
         span
     }

@@ -101,6 +101,9 @@ pub trait Simd16: Copy {
     /// Bits `bit..bit + count` of each byte moved to bits `4..4 + count`, the rest zero
     /// (`bit + count <= 8`, `count <= 4`): a fifth or sixth bit in place to be or-ed on.
     unsafe fn bytes_high(b: Self::Bytes, bit: u32, count: u32) -> Self::Bytes;
+    /// Bits `bit..bit + count` of each byte moved to bits `to..to + count`, the rest zero
+    /// (`bit + count <= 8`, `to + count <= 8`): Q3_K's third bit.
+    unsafe fn bytes_moved(b: Self::Bytes, bit: u32, count: u32, to: u32) -> Self::Bytes;
     /// `a | b` per byte.
     unsafe fn bytes_or(a: Self::Bytes, b: Self::Bytes) -> Self::Bytes;
     /// `b - v` per byte, wrapping (values become signed).
@@ -456,6 +459,10 @@ impl Simd16 for Scalar {
         b.map(|v| ((v >> bit) & ((1 << count) - 1)) << 4)
     }
     #[inline(always)]
+    unsafe fn bytes_moved(b: Self::Bytes, bit: u32, count: u32, to: u32) -> Self::Bytes {
+        b.map(|v| ((v >> bit) & ((1 << count) - 1)) << to)
+    }
+    #[inline(always)]
     unsafe fn bytes_or(a: Self::Bytes, b: Self::Bytes) -> Self::Bytes {
         std::array::from_fn(|i| a[i] | b[i])
     }
@@ -791,14 +798,20 @@ mod x86 {
         }
         #[inline(always)]
         pub unsafe fn high(b: __m256i, bit: u32, count: u32) -> __m256i {
-            // Shifting 16-bit lanes by at most 4 toward bit 4 and masking bits 4..4 + count
-            // keeps only bits that started in the same byte (`bit + count <= 8`).
-            let moved = if bit >= 4 {
-                _mm256_srl_epi16(b, _mm_cvtsi32_si128((bit - 4) as i32))
+            moved(b, bit, count, 4)
+        }
+        #[inline(always)]
+        pub unsafe fn moved(b: __m256i, bit: u32, count: u32, to: u32) -> __m256i {
+            // Shifting 16-bit lanes toward bit `to` and masking bits `to..to + count` keeps
+            // only bits that started in the same byte (`bit + count <= 8`, `to + count <= 8`):
+            // a left shift brings the low byte's bits in below `to - bit <= to`, a right one
+            // the high byte's above `8 - (bit - to) >= to + count`.
+            let moved = if bit >= to {
+                _mm256_srl_epi16(b, _mm_cvtsi32_si128((bit - to) as i32))
             } else {
-                _mm256_sll_epi16(b, _mm_cvtsi32_si128((4 - bit) as i32))
+                _mm256_sll_epi16(b, _mm_cvtsi32_si128((to - bit) as i32))
             };
-            _mm256_and_si256(moved, _mm256_set1_epi8((((1u32 << count) - 1) << 4) as i8))
+            _mm256_and_si256(moved, _mm256_set1_epi8((((1u32 << count) - 1) << to) as i8))
         }
         /// Byte `i` repeats byte `i / 8` of the word; `bit` picks bit `i % 8`.
         #[inline(always)]
@@ -932,6 +945,10 @@ mod x86 {
             #[inline(always)]
             unsafe fn bytes_high(b: __m256i, bit: u32, count: u32) -> __m256i {
                 bytes::high(b, bit, count)
+            }
+            #[inline(always)]
+            unsafe fn bytes_moved(b: __m256i, bit: u32, count: u32, to: u32) -> __m256i {
+                bytes::moved(b, bit, count, to)
             }
             #[inline(always)]
             unsafe fn bytes_or(a: __m256i, b: __m256i) -> __m256i {

@@ -377,7 +377,8 @@ pub trait IntFormat: Format {
     /// `q` is signed; otherwise its bytes are below 128.
     const SIGNED: bool;
     /// How many vectors of products may add their 16-bit pair sums (`2 * 127 * max |q|`
-    /// each) before widening: at most 8, and below 2^15 in all.
+    /// each) before widening: at most 8 (4 with factors per half chunk), and below 2^15 in
+    /// all.
     const SPAN: usize;
     /// What `factors` returns: products may skip factors of 1 and multiply by one per chunk.
     const FACTORS: Factors = Factors::One;
@@ -822,6 +823,70 @@ impl IntFormat for Q6K {
     }
 }
 
+/// Q3_K's three bits are `q + 4` as stored (the bit in `hmask` is set where `q >= 0`), its
+/// sixteen sub-block scales the factors of the chunks' halves, as Q6_K's are.
+impl IntFormat for Q3K {
+    const OFFSET: bool = false;
+    const SIGNED: bool = true;
+    // One half chunk's vectors: their sums widen with that half's factor.
+    const SPAN: usize = 4;
+    const FACTORS: Factors = Factors::PerHalf;
+    #[inline(always)]
+    unsafe fn chunk_q<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
+        S::bytes_sub(Self::chunk_stored::<S>(row, chunk), 4)
+    }
+    const STORED_BIAS: u8 = 4;
+    #[inline(always)]
+    unsafe fn chunk_stored<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
+        let (b, g) = (row.add((chunk / 8) * Self::BYTES), chunk % 8);
+        let low = S::bytes_bits(
+            S::bytes_load(b.add(32 + (g / 4) * 32)),
+            2 * (g as u32 % 4),
+            3,
+        );
+        let high = S::bytes_moved(S::bytes_load(b), g as u32, 1, 2);
+        S::bytes_or(low, high)
+    }
+    #[inline(always)]
+    unsafe fn factors(row: *const u8, chunk: usize) -> [i16; 2] {
+        let (b, g) = (row.add((chunk / 8) * Self::BYTES), chunk % 8);
+        [
+            i16::from(q3k_scale(b.add(96), 2 * g)),
+            i16::from(q3k_scale(b.add(96), 2 * g + 1)),
+        ]
+    }
+    #[inline(always)]
+    unsafe fn half_factors(row: *const u8, first: usize) -> [i8; 16] {
+        // `first` starts a super-block, whose 16 scales are the halves' factors in order.
+        let scales = row.add((first / 8) * Self::BYTES + 96);
+        std::array::from_fn(|k| q3k_scale(scales, k))
+    }
+    #[inline(always)]
+    unsafe fn super_block_fields(block: *const u8) -> Option<SuperBlockFields> {
+        Some(SuperBlockFields {
+            d: f16_bits(block.add(108)),
+            ..SuperBlockFields::default()
+        })
+    }
+    #[inline(always)]
+    unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32) {
+        (
+            f16_scalar::<S>(row.add((chunk / 8) * Self::BYTES + 108)),
+            0.0,
+        )
+    }
+    #[inline(always)]
+    unsafe fn scales_into<S: Simd16>(
+        row: *const u8,
+        first: usize,
+        count: usize,
+        scale: *mut f32,
+        offset: *mut f32,
+    ) {
+        super_block_scales_into::<S, 108, false>(row, Self::BYTES, first, count, scale, offset)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -868,5 +933,6 @@ mod tests {
         half_factors_are_the_chunks_factors::<Q4K>();
         half_factors_are_the_chunks_factors::<Q5K>();
         half_factors_are_the_chunks_factors::<Q6K>();
+        half_factors_are_the_chunks_factors::<Q3K>();
     }
 }

@@ -100,8 +100,8 @@ impl QuantPart {
         self
     }
 
-    /// Whether integer kernels exist for the type. Q2_K and Q3_K (and the float types) take
-    /// f32 activations.
+    /// Whether integer kernels exist for the type. Q2_K (and the float types) take f32
+    /// activations.
     pub fn has_int_dot(tensor_type: TensorType) -> bool {
         !matches!(
             tensor_type,
@@ -109,7 +109,6 @@ impl QuantPart {
                 | TensorType::F16
                 | TensorType::BF16
                 | TensorType::Q2K
-                | TensorType::Q3K
                 | TensorType::Other(_)
         )
     }
