@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::file::DEFAULT_ALIGNMENT;
+use crate::file::{GgufFile, DEFAULT_ALIGNMENT};
 use crate::split::{SPLIT_COUNT, SPLIT_NO, SPLIT_TENSORS_COUNT};
 use crate::value::MetaValue;
 
@@ -14,6 +14,23 @@ pub struct TensorToWrite {
     pub dims: Vec<u64>,
     pub type_id: u32,
     pub bytes: Vec<u8>,
+}
+
+impl GgufFile {
+    /// Every tensor as stored, to write again (changed or not); tensors of types of unknown
+    /// size are left out.
+    pub fn tensors_to_write(&self) -> Vec<TensorToWrite> {
+        self.tensors()
+            .filter_map(|t| {
+                Some(TensorToWrite {
+                    name: t.name.clone(),
+                    dims: t.dims.clone(),
+                    type_id: t.tensor_type.id(),
+                    bytes: self.tensor_bytes(t)?.to_vec(),
+                })
+            })
+            .collect()
+    }
 }
 
 /// The file, tensor data aligned to `general.alignment` (32 when absent or unusable).

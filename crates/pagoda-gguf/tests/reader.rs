@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use pagoda_gguf::{
-    gguf_bytes, shard_file_name, split_gguf_bytes, GgufError, GgufFile, MetaValue, TensorToWrite,
-    TensorType, SPLIT_COUNT, SPLIT_NO, SPLIT_TENSORS_COUNT,
+    gguf_bytes, shard_file_name, split_gguf_bytes, GgufError, GgufFile, MetaValue, TensorType,
+    SPLIT_COUNT, SPLIT_NO, SPLIT_TENSORS_COUNT,
 };
 
 fn fixture(name: &str) -> PathBuf {
@@ -93,15 +93,7 @@ fn written_files_read_back_as_the_fixtures_they_copy() {
         "quant-blocks.gguf",
     ] {
         let file = GgufFile::open(&fixture(name)).unwrap();
-        let tensors: Vec<TensorToWrite> = file
-            .tensors()
-            .map(|t| TensorToWrite {
-                name: t.name.clone(),
-                dims: t.dims.clone(),
-                type_id: t.tensor_type.id(),
-                bytes: file.tensor_bytes(t).unwrap().to_vec(),
-            })
-            .collect();
+        let tensors = file.tensors_to_write();
         let copy =
             GgufFile::open(&write_temp("copy", &gguf_bytes(&file.metadata, &tensors))).unwrap();
         assert_eq!(copy.metadata, file.metadata, "{name}");
@@ -118,17 +110,6 @@ fn written_files_read_back_as_the_fixtures_they_copy() {
             assert_eq!(TensorType::from_id(t.tensor_type.id()), t.tensor_type);
         }
     }
-}
-
-fn tensors_of(file: &GgufFile) -> Vec<TensorToWrite> {
-    file.tensors()
-        .map(|t| TensorToWrite {
-            name: t.name.clone(),
-            dims: t.dims.clone(),
-            type_id: t.tensor_type.id(),
-            bytes: file.tensor_bytes(t).unwrap().to_vec(),
-        })
-        .collect()
 }
 
 /// A fresh directory for one split set.
@@ -154,7 +135,7 @@ fn write_shards(dir: &Path, prefix: &str, shards: &[Vec<u8>]) -> Vec<PathBuf> {
 #[test]
 fn a_split_set_opens_as_the_file_it_was_cut_from() {
     let whole = GgufFile::open(&fixture("tiny-qwen2-kquants.gguf")).unwrap();
-    let tensors = tensors_of(&whole);
+    let tensors = whole.tensors_to_write();
     // The first shard holds only metadata, as `gguf-split --no-tensor-in-metadata` writes it.
     let shares = [0, 10, tensors.len() - 10];
     let dir = split_dir("split");
@@ -196,7 +177,7 @@ fn a_split_set_opens_as_the_file_it_was_cut_from() {
 #[test]
 fn broken_split_sets_are_refused_with_the_reason() {
     let whole = GgufFile::open(&fixture("tiny-qwen3-q4_0.gguf")).unwrap();
-    let tensors = tensors_of(&whole);
+    let tensors = whole.tensors_to_write();
     let n = tensors.len();
     let shards = split_gguf_bytes(&whole.metadata, &tensors, &[4, n - 8, 4]);
     let refused = |tag: &str, shards: &[Vec<u8>], open: usize| {

@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use common::*;
 use pagoda_gguf::{
@@ -89,7 +89,11 @@ fn gguf_runner_with(file: &str, num_blocks: usize, isa: Isa, repack: QuantRepack
 }
 
 fn gguf_runner_from(file: &str, num_blocks: usize, isa: Isa, options: &LoadOptions) -> ModelRunner {
-    let (model, _) = load_model(&gguf_path(file), options).unwrap();
+    runner_at(&gguf_path(file), num_blocks, isa, options)
+}
+
+fn runner_at(path: &Path, num_blocks: usize, isa: Isa, options: &LoadOptions) -> ModelRunner {
+    let (model, _) = load_model(path, options).unwrap();
     let cfg = &model.config;
     let shape = KvCacheShape {
         num_layers: cfg.num_layers,
@@ -100,6 +104,13 @@ fn gguf_runner_from(file: &str, num_blocks: usize, isa: Isa, options: &LoadOptio
         dtype: WeightDtype::F32,
     };
     ModelRunner::with_isa(model, shape, isa).unwrap()
+}
+
+/// The logits of `prompt` and of `steps` greedy tokens after it (`run_alone`), of the GGUF
+/// file at `path` on this CPU's kernels.
+fn logits_at(path: &Path, options: &LoadOptions, prompt: &[u32], steps: usize) -> Vec<Vec<f32>> {
+    let mut runner = runner_at(path, 8, pagoda_models::kernels::isa(), options);
+    run_alone(&mut runner, prompt, steps, 7).0
 }
 
 #[test]
@@ -404,7 +415,7 @@ fn q8_0_blocks(values: &[f32]) -> (Vec<u8>, Vec<f32>) {
 #[test]
 fn a_quantized_norm_runs_as_its_decoded_values() {
     let src = GgufFile::open(&gguf_path("tiny-qwen2-f16.gguf")).unwrap();
-    let tensors = tensors_of(&src);
+    let tensors = src.tensors_to_write();
     let norm = tensors
         .iter()
         .position(|t| t.name == "output_norm.weight")
@@ -427,20 +438,7 @@ fn a_quantized_norm_runs_as_its_decoded_values() {
         TensorType::F32.id(),
         bytemuck::cast_slice(&decoded).to_vec(),
     );
-    let logits = |path: &PathBuf| {
-        let (model, _) = load_model(path, &LoadOptions::default()).unwrap();
-        let cfg = &model.config;
-        let shape = KvCacheShape {
-            num_layers: cfg.num_layers,
-            num_blocks: 8,
-            block_size: BLOCK_SIZE,
-            num_kv_heads: cfg.num_kv_heads,
-            head_dim: cfg.head_dim,
-            dtype: WeightDtype::F32,
-        };
-        let mut runner = ModelRunner::new(model, shape);
-        run_alone(&mut runner, &[5, 17, 3, 250], 2, 7).0
-    };
+    let logits = |path: &PathBuf| logits_at(path, &LoadOptions::default(), &[5, 17, 3, 250], 2);
     let (a, b) = (logits(&quantized), logits(&float));
     assert_eq!(a, b);
     assert_ne!(
@@ -456,7 +454,7 @@ fn a_quantized_norm_runs_as_its_decoded_values() {
 fn a_split_file_computes_what_the_whole_file_does() {
     let whole = "tiny-qwen2-kquants.gguf";
     let src = GgufFile::open(&gguf_path(whole)).unwrap();
-    let tensors = tensors_of(&src);
+    let tensors = src.tensors_to_write();
     let shares = [2, 7, tensors.len() - 9];
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("split-kquants");
     std::fs::create_dir_all(&dir).unwrap();
@@ -474,18 +472,7 @@ fn a_split_file_computes_what_the_whole_file_does() {
             pages,
             ..Default::default()
         };
-        let (model, _) = load_model(path, &options).unwrap();
-        let cfg = &model.config;
-        let shape = KvCacheShape {
-            num_layers: cfg.num_layers,
-            num_blocks: 8,
-            block_size: BLOCK_SIZE,
-            num_kv_heads: cfg.num_kv_heads,
-            head_dim: cfg.head_dim,
-            dtype: WeightDtype::F32,
-        };
-        let mut runner = ModelRunner::new(model, shape);
-        run_alone(&mut runner, &[5, 17, 3, 250, 9], 3, 7).0
+        logits_at(path, &options, &[5, 17, 3, 250, 9], 3)
     };
     let want = logits(&gguf_path(whole), QuantPages::Mapped);
     for pages in [QuantPages::Mapped, QuantPages::Auto] {
@@ -564,20 +551,7 @@ fn q2_k_and_q3_k_matrices_compute_their_decoded_values() {
             quant_dot,
             ..Default::default()
         };
-        let (model, _) = load_model(&path, &options).unwrap();
-        let cfg = &model.config;
-        let shape = KvCacheShape {
-            num_layers: cfg.num_layers,
-            num_blocks: 8,
-            block_size: BLOCK_SIZE,
-            num_kv_heads: cfg.num_kv_heads,
-            head_dim: cfg.head_dim,
-            dtype: WeightDtype::F32,
-        };
-        let mut runner = ModelRunner::new(model, shape);
-        run_alone(&mut runner, &[5, 17, 3, 250, 9, 77, 1000, 64, 31], 4, 7)
-            .0
-            .concat()
+        logits_at(&path, &options, &[5, 17, 3, 250, 9, 77, 1000, 64, 31], 4).concat()
     };
     let want = logits("q3_k_m-like-decoded.gguf", &float, QuantDot::Exact);
     let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
@@ -605,18 +579,11 @@ fn q2_k_and_q3_k_matrices_compute_their_decoded_values() {
     );
     assert_ne!(
         exact,
-        logits("kquants-unchanged.gguf", &tensors_of(&src), QuantDot::Exact),
+        logits(
+            "kquants-unchanged.gguf",
+            &src.tensors_to_write(),
+            QuantDot::Exact
+        ),
         "the Q2_K/Q3_K matrices are what runs"
     );
-}
-
-fn tensors_of(file: &GgufFile) -> Vec<TensorToWrite> {
-    file.tensors()
-        .map(|t| TensorToWrite {
-            name: t.name.clone(),
-            dims: t.dims.clone(),
-            type_id: t.tensor_type.id(),
-            bytes: file.tensor_bytes(t).unwrap().to_vec(),
-        })
-        .collect()
 }

@@ -186,15 +186,7 @@ fn a_split_gguf_generates_as_the_whole_file() {
     let whole = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../testdata/gguf/tiny-qwen2-kquants.gguf");
     let file = pagoda_gguf::GgufFile::open(&whole).unwrap();
-    let tensors: Vec<pagoda_gguf::TensorToWrite> = file
-        .tensors()
-        .map(|t| pagoda_gguf::TensorToWrite {
-            name: t.name.clone(),
-            dims: t.dims.clone(),
-            type_id: t.tensor_type.id(),
-            bytes: file.tensor_bytes(t).unwrap().to_vec(),
-        })
-        .collect();
+    let tensors = file.tensors_to_write();
     let dir = tempfile::tempdir().unwrap();
     let shares = [5, tensors.len() - 5];
     for (no, bytes) in pagoda_gguf::split_gguf_bytes(&file.metadata, &tensors, &shares)

@@ -26,18 +26,9 @@ fn fixture(file: &str) -> Gguf {
         .join("../../testdata/gguf")
         .join(file);
     let gguf = GgufFile::open(&path).unwrap();
-    let tensors = gguf
-        .tensors()
-        .map(|info| TensorToWrite {
-            name: info.name.clone(),
-            dims: info.dims.clone(),
-            type_id: info.tensor_type.id(),
-            bytes: gguf.tensor_bytes(info).unwrap().to_vec(),
-        })
-        .collect();
     Gguf {
         metadata: gguf.metadata.clone(),
-        tensors,
+        tensors: gguf.tensors_to_write(),
     }
 }
 
