@@ -8,7 +8,9 @@
 //! `fma(scale_c * dx_c, isum_c, acc)` (then, for formats with an offset,
 //! `fma(offset_c * dx_c, xsum_c, acc)`), where `isum_c` is the exact integer
 //! `sum(f(i) * q[i] * x[i])` over the chunk (`IntFormat`) and `xsum_c` that of its
-//! activations; chunks past the row's end are zero terms; then the fixed tree of
+//! activations (Q2_K, whose offsets are per half chunk: `m_low * sum(x_low) + m_high *
+//! sum(x_high)`, `offset_c` its `-dmin`); chunks past the row's end are zero terms; then
+//! the fixed tree of
 //! `reduce_lanes`. Decode sums each chunk in registers; prefill (`quant_int_prefill.rs`)
 //! multiplies rows laid out four bytes per chunk, so one vector holds 16 chunks' sums.
 //! Integer sums are exact in any order, so a token's outputs are the same bits alone or
@@ -32,15 +34,14 @@ pub(super) const GROUP_BYTES: usize = 32 * GROUP;
 /// Activations as 8-bit integers, per token and group of 16 chunks (zeros past the end):
 /// the bytes in order (`q`) and four bytes of each chunk at a time (`wide`: bytes
 /// `64 v + 4 k..+ 4` are values `4 v..4 v + 4` of chunk `k`), and per chunk `dx`, the sum
-/// of its values, and with `wide` the sums of values 0-15 and 16-31 as a pair of i16
-/// (`halves`, the lanes of `wide`'s products by pairs).
+/// of its values, and the sums of values 0-15 and 16-31 as a pair of i16 (`halves`, the
+/// lanes of `wide`'s products by pairs, and what Q2_K's mins multiply).
 pub struct QuantizedActs {
     q: AlignedVec<i8>,
     /// Empty where no part of the product reads it (every part on the AMX tiles).
     wide: AlignedVec<i8>,
     dx: AlignedVec<f32>,
     sums: AlignedVec<f32>,
-    /// Filled with `wide`.
     halves: AlignedVec<i32>,
     /// On the AMX path, `q` and `dx` run on to a whole block of 16 tokens (zeros past the
     /// last), so a tile of 16 tokens' rows (`quant_int_amx.rs`) can be loaded from any block.
@@ -101,7 +102,6 @@ pub(super) struct TokenActs {
     pub wide: *const i8,
     pub dx: *const f32,
     pub sums: *const f32,
-    /// Null without `wide`.
     pub halves: *const i32,
 }
 
@@ -157,10 +157,7 @@ impl QuantizedActs {
             wide: sized(spare.wide, if with_lines { n * per_token } else { 0 }),
             dx: sized(spare.dx, padded * GROUP * groups),
             sums: sized(spare.sums, n * GROUP * groups),
-            halves: sized(
-                spare.halves,
-                if with_lines { n * GROUP * groups } else { 0 },
-            ),
+            halves: sized(spare.halves, n * GROUP * groups),
             padded_for_tiles,
             groups,
         };
@@ -174,14 +171,24 @@ impl QuantizedActs {
         let halves = Chunks::new(&mut acts.halves, GROUP * groups);
         super::pool::for_each(n, |t| {
             let x = &x[t * cols..][..cols];
-            let (wide, halves): (&mut [i8], &mut [i32]) = if with_lines {
+            let wide: &mut [i8] = if with_lines {
                 // SAFETY: task `t` alone takes token `t`'s chunks.
-                unsafe { (wide.get(t), halves.get(t)) }
+                unsafe { wide.get(t) }
             } else {
-                (&mut [], &mut [])
+                &mut []
             };
             // SAFETY: as above.
-            unsafe { quantize_token(isa, x, q.get(t), wide, halves, dx.get(t), sums.get(t)) }
+            unsafe {
+                quantize_token(
+                    isa,
+                    x,
+                    q.get(t),
+                    wide,
+                    halves.get(t),
+                    dx.get(t),
+                    sums.get(t),
+                )
+            }
         });
         acts
     }
@@ -230,11 +237,7 @@ impl QuantizedActs {
             },
             dx: self.dx[lanes..].as_ptr(),
             sums: self.sums[lanes..].as_ptr(),
-            halves: if self.halves.is_empty() {
-                std::ptr::null()
-            } else {
-                self.halves[lanes..].as_ptr()
-            },
+            halves: self.halves[lanes..].as_ptr(),
         }
     }
 }
@@ -246,7 +249,7 @@ multiversion!(fn quantize_token<>(
     sums: &mut [f32]
 ) = quantize_token_on);
 
-/// One token's `x` into its `q`, `wide` and `halves` (unless empty), `dx` and `sums` (all
+/// One token's `x` into its `q`, `wide` (unless empty), `halves`, `dx` and `sums` (all
 /// of its groups, the chunks past `x`'s end zeros).
 #[inline(always)]
 unsafe fn quantize_token_on<S: Simd16>(
@@ -536,6 +539,7 @@ unsafe fn tile_kernel<S: Simd16, F: IntFormat, const DOT: bool, const R: usize, 
             } else {
                 S::zero()
             };
+            let mins = group_mins::<S, F>(row, g, chunks);
             // Spelled out, not a loop: indexed quads went through the stack, and a 256-bit
             // load of two 128-bit stores stalls.
             macro_rules! quad_at {
@@ -559,7 +563,7 @@ unsafe fn tile_kernel<S: Simd16, F: IntFormat, const DOT: bool, const R: usize, 
             let quads = [quad_at!(0), quad_at!(1), quad_at!(2), quad_at!(3)];
             for (j, (row_acc, &token)) in acc.iter_mut().zip(&tokens).enumerate() {
                 let isum = S::ints_from_quads([quads[0][j], quads[1][j], quads[2][j], quads[3][j]]);
-                row_acc[i] = group_step::<S, F>(row_acc[i], isum, scale, offset, token, g);
+                row_acc[i] = group_step::<S, F>(row_acc[i], isum, scale, offset, mins, token, g);
             }
         }
     }
@@ -643,8 +647,6 @@ pub(super) unsafe fn group_scales_into<S: Simd16, F: IntFormat>(
     }
 }
 
-/// One output's chains after group `g` of one token: the definition's step, shared by the
-/// decode and the prefill tiles.
 /// How many vectors of 16-bit pair sums of a format's stored bytes (`IntFormat::STORED_BIAS`,
 /// below `2 * STORED_BIAS`) by activations (at most 127 in magnitude) may add before they
 /// widen: Q4_0 8, Q5_0 4, Q6_K 2.
@@ -665,22 +667,59 @@ pub(super) const fn stored_span<F: IntFormat>() -> usize {
     }
 }
 
+/// One output's chains after group `g` of one token: the definition's step, shared by the
+/// decode and the prefill tiles.
+///
+/// `mins`: with `IntFormat::HALF_MINS`, the group's mins as i16 pairs per chunk
+/// (`group_mins`); unread otherwise.
 #[inline(always)]
 pub(super) unsafe fn group_step<S: Simd16, F: IntFormat>(
     acc: S,
     isum: S::Ints,
     scale: S,
     offset: S,
+    mins: S::Wide,
     x: TokenActs,
     g: usize,
 ) -> S {
     let dx = S::load(x.dx.add(GROUP * g));
     let acc = S::fma(S::mul(scale, dx), S::ints_f32(isum), acc);
-    if F::OFFSET {
-        S::fma(S::mul(offset, dx), S::load(x.sums.add(GROUP * g)), acc)
-    } else {
-        acc
+    if !F::OFFSET {
+        return acc;
     }
+    let xsum = if F::HALF_MINS {
+        // Exact: at most 2 * 15 * 16 * 127 in magnitude.
+        let halves = S::wide_load(x.halves.add(GROUP * g) as *const u8);
+        S::ints_f32(S::wide_widen(S::ints_zero(), halves, mins))
+    } else {
+        S::load(x.sums.add(GROUP * g))
+    };
+    S::fma(S::mul(offset, dx), xsum, acc)
+}
+
+/// Group `g`'s mins of a `HALF_MINS` format as `group_step` takes them: chunk `k`'s halves'
+/// as the i16 pair in bytes `4 k..4 k + 4`, zeros past the row's `chunks` (whole
+/// super-blocks of 8 chunks).
+#[inline(always)]
+pub(super) unsafe fn group_mins<S: Simd16, F: IntFormat>(
+    row: *const u8,
+    g: usize,
+    chunks: usize,
+) -> S::Wide {
+    if !F::HALF_MINS {
+        return S::wide_zero();
+    }
+    let mut pairs = [0i16; 2 * GROUP];
+    for (block, pairs) in pairs.chunks_exact_mut(16).enumerate() {
+        let first = GROUP * g + 8 * block;
+        if first < chunks {
+            let mins = F::half_mins(row, first);
+            for (p, &m) in pairs.iter_mut().zip(&mins) {
+                *p = i16::from(m);
+            }
+        }
+    }
+    S::wide_load(pairs.as_ptr() as *const u8)
 }
 
 #[cfg(test)]
@@ -741,13 +780,13 @@ mod tests {
         let with = QuantizedActs::padded(Isa::Scalar, &x, 17, 640, true, true);
         let without = QuantizedActs::padded(Isa::Scalar, &x, 17, 640, true, false);
         let (q, wide, dx, sums, halves) = contents(&without);
-        assert!(wide.is_empty() && halves.is_empty());
+        assert!(wide.is_empty() && !halves.is_empty());
         assert!(!without.has_lines() && with.has_lines());
-        assert_eq!((q, dx, sums), {
-            let (q, _, dx, sums, _) = contents(&with);
-            (q, dx, sums)
+        assert_eq!((q, dx, sums, halves), {
+            let (q, _, dx, sums, halves) = contents(&with);
+            (q, dx, sums, halves)
         });
-        assert!(without.token(3).wide.is_null() && without.token(3).halves.is_null());
+        assert!(without.token(3).wide.is_null());
     }
 
     #[test]

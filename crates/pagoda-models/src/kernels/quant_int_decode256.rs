@@ -116,9 +116,21 @@ pub(super) unsafe fn tokens<F: IntFormat, const T: usize>(
             } else {
                 [_mm256_setzero_si256(); T]
             };
+            let mins = if F::HALF_MINS {
+                [
+                    half_min_pairs::<F>(row, first),
+                    if present > 8 {
+                        half_min_pairs::<F>(row, first + 8)
+                    } else {
+                        _mm256_setzero_si256()
+                    },
+                ]
+            } else {
+                zeros
+            };
             for j in 0..T {
                 let ints = [low[j], high[j]];
-                acc[j] = group_step::<Avx2, F>(acc[j], ints, scale, offset, tokens[j], g);
+                acc[j] = group_step::<Avx2, F>(acc[j], ints, scale, offset, mins, tokens[j], g);
             }
         }
         let slot = r % 8;
@@ -196,6 +208,14 @@ unsafe fn half_factor_lanes<F: IntFormat>(row: *const u8, first: usize) -> [__m2
         _mm256_cvtepi8_epi32(f),
         _mm256_cvtepi8_epi32(_mm_srli_si128::<8>(f)),
     ]
+}
+
+/// Chunks `first..first + 8`'s mins as `group_step` takes them (`quant_int::group_mins`):
+/// the halves' pairs of i16, in registers.
+#[inline(always)]
+unsafe fn half_min_pairs<F: IntFormat>(row: *const u8, first: usize) -> __m256i {
+    let m = F::half_mins(row, first);
+    _mm256_cvtepu8_epi16(_mm_loadu_si128(m.as_ptr() as *const __m128i))
 }
 
 /// A group's scales and offsets from its one or two super-blocks' fields, built in

@@ -7,7 +7,9 @@
 use std::arch::x86_64::*;
 
 use super::matmul::OutPtr;
-use super::quant_int::{group_scales_into, group_step, QuantizedActs, TokenActs, GROUP};
+use super::quant_int::{
+    group_mins, group_scales_into, group_step, QuantizedActs, TokenActs, GROUP,
+};
 use super::quant_matmul::{Call, Task};
 use super::rows_ahead::RowsAhead;
 use super::simd::{Avx512, Simd16};
@@ -65,7 +67,8 @@ pub(super) unsafe fn one_token<F: IntFormat>(
             } else {
                 Avx512::zero()
             };
-            acc = group_step::<Avx512, F>(acc, isum, scale, offset, token, g);
+            let mins = group_mins::<Avx512, F>(row, g, chunks);
+            acc = group_step::<Avx512, F>(acc, isum, scale, offset, mins, token, g);
         }
         *out.0.add(task.col + r) = acc.reduce();
     }

@@ -16,7 +16,8 @@ use std::cell::RefCell;
 
 use super::matmul::OutPtr;
 use super::quant_int::{
-    group_scales_into, group_step, stored_span, QuantizedActs, TokenActs, GROUP, GROUP_BYTES,
+    group_mins, group_scales_into, group_step, stored_span, QuantizedActs, TokenActs, GROUP,
+    GROUP_BYTES,
 };
 use super::quant_matmul::{Call, Task};
 use super::quant_prefill::{group_size, Line};
@@ -32,14 +33,16 @@ const TOKEN_BLOCK: usize = 64;
 /// scales, the offsets and, with dot products of a signed format, `128 * sum(f * w)`.
 /// Formats with a `STORED_BIAS` keep their stored bytes in the magnitudes' lines when
 /// multiplied without dot products, and their bias line holds `-STORED_BIAS * f` for
-/// values 0-15 and 16-31 (an i16 pair per chunk, as the activations' `halves`).
+/// values 0-15 and 16-31 (an i16 pair per chunk, as the activations' `halves`). Formats
+/// with `HALF_MINS` keep their mins as `group_step` takes them.
 const ABS: usize = 0;
 const VALUES: usize = 8;
 const FACTORS: usize = 16;
 const SCALES: usize = 18;
 const OFFSETS: usize = 19;
 const BIAS: usize = 20;
-const ROW_LINES: usize = 21;
+const MINS: usize = 21;
+const ROW_LINES: usize = 22;
 
 /// The factors of formats without any: i16 ones, one line.
 static ONES16: [i16; 32] = [1; 32];
@@ -284,6 +287,10 @@ unsafe fn decode_group<S: Simd16, F: IntFormat, const DOT: bool>(
         line(SCALES) as *mut f32,
         line(OFFSETS) as *mut f32,
     );
+    if F::HALF_MINS {
+        let mins = group_mins::<S, F>(row, g, chunks);
+        std::ptr::write_unaligned(line(MINS) as *mut S::Wide, mins);
+    }
 }
 
 /// `f_low * low + f_high * high` per chunk, the factors from the row's lines at `lines`.
@@ -488,7 +495,12 @@ unsafe fn step<S: Simd16, F: IntFormat>(
     } else {
         S::zero()
     };
-    group_step::<S, F>(before, sum, scale, offset, token, b.group).store(acc);
+    let mins = if F::HALF_MINS {
+        S::wide_load(row.add(64 * MINS))
+    } else {
+        S::wide_zero()
+    };
+    group_step::<S, F>(before, sum, scale, offset, mins, token, b.group).store(acc);
 }
 
 /// `tile` with byte dot products: one accumulator per output (two when the halves have their

@@ -169,6 +169,7 @@ fn run_int_task(
         TensorType::Q4_1 => run!(Q4_1),
         TensorType::Q5_0 => run!(Q5_0),
         TensorType::Q5_1 => run!(Q5_1),
+        TensorType::Q2K => run!(Q2K),
         TensorType::Q3K => run!(Q3K),
         TensorType::Q4K => run!(Q4K),
         TensorType::Q5K => run!(Q5K),

@@ -441,6 +441,19 @@ pub trait IntFormat: Format {
         }
         f
     }
+    /// Each half chunk has its own offset (Q2_K's sub-blocks of 16: `-dmin * m`): a chunk's
+    /// `offset` is then `-dmin` alone, and it multiplies `m_low * sum(x_low) + m_high *
+    /// sum(x_high)` (`half_mins`, the activations' `halves`), not the sum of the chunk.
+    const HALF_MINS: bool = false;
+    /// With `HALF_MINS`, the mins of chunks `first..first + 8`'s halves, `[2 c + h]` that of
+    /// half `h` of chunk `first + c` (as `half_factors`).
+    ///
+    /// # Safety
+    /// As `Format::decode32`, for all eight chunks.
+    #[inline(always)]
+    unsafe fn half_mins(_row: *const u8, _first: usize) -> [u8; 16] {
+        [0; 16]
+    }
     /// For formats of 256-value super-blocks (Q4_K, Q5_K, Q6_K), the fields of the block at
     /// `block` that set its chunks' scale (`d`), offsets (`-(dmin * m)`) and, for Q4_K/Q5_K,
     /// factors (`sc`): a kernel may build them in registers, once per eight chunks.
@@ -482,11 +495,22 @@ pub trait IntFormat: Format {
     }
 }
 
+/// What `super_block_scales_into` writes to the offsets.
+#[derive(PartialEq, Eq)]
+enum BlockOffsets {
+    /// None (formats without offsets): left untouched.
+    None,
+    /// Q4_K/Q5_K's `-(dmin * m)`, `m` in the packed scales at byte 4.
+    KMins,
+    /// Q2_K's `-dmin` (its mins are per half chunk: `IntFormat::HALF_MINS`).
+    Dmin,
+}
+
 /// `scales_into` for super-blocks of 8 chunks, their fields decoded once per super-block:
-/// the scale `d` at byte `D_AT`; with `K_MINS` (Q4_K/Q5_K) the offsets `-(dmin * m)`, `dmin`
-/// after `d` and `m` in the packed scales at byte 4, else offsets untouched.
+/// the scale `d` at byte `D_AT`, `dmin` (where there are offsets) right after it.
 #[inline(always)]
-unsafe fn super_block_scales_into<S: Simd16, const D_AT: usize, const K_MINS: bool>(
+unsafe fn super_block_scales_into<S: Simd16, const D_AT: usize>(
+    offsets_of: BlockOffsets,
     row: *const u8,
     block_bytes: usize,
     first: usize,
@@ -494,23 +518,25 @@ unsafe fn super_block_scales_into<S: Simd16, const D_AT: usize, const K_MINS: bo
     scale: *mut f32,
     offset: *mut f32,
 ) {
+    let with_offsets = offsets_of != BlockOffsets::None;
     let mut k = 0;
     while k < count {
         let chunk = first + k;
         let b = row.add((chunk / 8) * block_bytes);
         let d = f16_scalar::<S>(b.add(D_AT));
         let mut offsets = [0.0f32; 8];
-        if K_MINS {
-            let dmin = f16_scalar::<S>(b.add(2));
-            for (j, m) in k_mins(b.add(4)).into_iter().enumerate() {
-                offsets[j] = -(dmin * f32::from(m));
-            }
+        if with_offsets {
+            let dmin = f16_scalar::<S>(b.add(D_AT + 2));
+            offsets = match offsets_of {
+                BlockOffsets::KMins => k_mins(b.add(4)).map(|m| -(dmin * f32::from(m))),
+                _ => [-dmin; 8],
+            };
         }
         if chunk.is_multiple_of(8) && count - k >= 8 {
             // A whole super-block: fixed-length stores the compiler makes vectors of.
             for (j, &o) in offsets.iter().enumerate() {
                 *scale.add(k + j) = d;
-                if K_MINS {
+                if with_offsets {
                     *offset.add(k + j) = o;
                 }
             }
@@ -520,7 +546,7 @@ unsafe fn super_block_scales_into<S: Simd16, const D_AT: usize, const K_MINS: bo
         let n = (count - k).min(8 - chunk % 8);
         for j in 0..n {
             *scale.add(k + j) = d;
-            if K_MINS {
+            if with_offsets {
                 *offset.add(k + j) = offsets[chunk % 8 + j];
             }
         }
@@ -722,7 +748,15 @@ macro_rules! k_quant_scales {
             scale: *mut f32,
             offset: *mut f32,
         ) {
-            super_block_scales_into::<S, 0, true>(row, Self::BYTES, first, count, scale, offset)
+            super_block_scales_into::<S, 0>(
+                BlockOffsets::KMins,
+                row,
+                Self::BYTES,
+                first,
+                count,
+                scale,
+                offset,
+            )
         }
     };
 }
@@ -819,7 +853,15 @@ impl IntFormat for Q6K {
         scale: *mut f32,
         offset: *mut f32,
     ) {
-        super_block_scales_into::<S, 208, false>(row, Self::BYTES, first, count, scale, offset)
+        super_block_scales_into::<S, 208>(
+            BlockOffsets::None,
+            row,
+            Self::BYTES,
+            first,
+            count,
+            scale,
+            offset,
+        )
     }
 }
 
@@ -883,8 +925,92 @@ impl IntFormat for Q3K {
         scale: *mut f32,
         offset: *mut f32,
     ) {
-        super_block_scales_into::<S, 108, false>(row, Self::BYTES, first, count, scale, offset)
+        super_block_scales_into::<S, 108>(
+            BlockOffsets::None,
+            row,
+            Self::BYTES,
+            first,
+            count,
+            scale,
+            offset,
+        )
     }
+}
+
+/// Q2_K's two bits are `q` (unsigned); its sixteen sub-block scale bytes hold the factors
+/// of the chunks' halves (low nibbles) and their mins (high nibbles): offsets per half chunk.
+impl IntFormat for Q2K {
+    const OFFSET: bool = true;
+    const SIGNED: bool = false;
+    // One half chunk's vectors: their sums widen with that half's factor.
+    const SPAN: usize = 4;
+    const FACTORS: Factors = Factors::PerHalf;
+    const HALF_MINS: bool = true;
+    #[inline(always)]
+    unsafe fn chunk_q<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
+        let (b, g) = (row.add((chunk / 8) * Self::BYTES), chunk % 8);
+        S::bytes_bits(
+            S::bytes_load(b.add(16 + (g / 4) * 32)),
+            2 * (g as u32 % 4),
+            3,
+        )
+    }
+    #[inline(always)]
+    unsafe fn factors(row: *const u8, chunk: usize) -> [i16; 2] {
+        let (b, g) = (row.add((chunk / 8) * Self::BYTES), chunk % 8);
+        [
+            i16::from(*b.add(2 * g) & 15),
+            i16::from(*b.add(2 * g + 1) & 15),
+        ]
+    }
+    #[inline(always)]
+    unsafe fn half_factors(row: *const u8, first: usize) -> [i8; 16] {
+        // `first` starts a super-block, whose 16 scale bytes are its halves' in order.
+        q2k_scale_bytes(row.add((first / 8) * Self::BYTES)).map(|b| (b & 15) as i8)
+    }
+    #[inline(always)]
+    unsafe fn half_mins(row: *const u8, first: usize) -> [u8; 16] {
+        q2k_scale_bytes(row.add((first / 8) * Self::BYTES)).map(|b| b >> 4)
+    }
+    #[inline(always)]
+    unsafe fn super_block_fields(block: *const u8) -> Option<SuperBlockFields> {
+        Some(SuperBlockFields {
+            d: f16_bits(block.add(80)),
+            dmin: f16_bits(block.add(82)),
+            // Every chunk's offset is `-(dmin * 1)`: the mins are the halves' (`half_mins`).
+            mins: 0x0101_0101_0101_0101,
+            ..SuperBlockFields::default()
+        })
+    }
+    #[inline(always)]
+    unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32) {
+        let b = row.add((chunk / 8) * Self::BYTES);
+        (f16_scalar::<S>(b.add(80)), -f16_scalar::<S>(b.add(82)))
+    }
+    #[inline(always)]
+    unsafe fn scales_into<S: Simd16>(
+        row: *const u8,
+        first: usize,
+        count: usize,
+        scale: *mut f32,
+        offset: *mut f32,
+    ) {
+        super_block_scales_into::<S, 80>(
+            BlockOffsets::Dmin,
+            row,
+            Self::BYTES,
+            first,
+            count,
+            scale,
+            offset,
+        )
+    }
+}
+
+/// The sixteen scale bytes at the start of the Q2_K super-block at `block`.
+#[inline(always)]
+unsafe fn q2k_scale_bytes(block: *const u8) -> [u8; 16] {
+    std::ptr::read_unaligned(block as *const [u8; 16])
 }
 
 #[cfg(test)]
@@ -934,5 +1060,19 @@ mod tests {
         half_factors_are_the_chunks_factors::<Q5K>();
         half_factors_are_the_chunks_factors::<Q6K>();
         half_factors_are_the_chunks_factors::<Q3K>();
+        half_factors_are_the_chunks_factors::<Q2K>();
+    }
+
+    #[test]
+    fn q2_k_half_mins_are_the_high_nibbles_of_its_scale_bytes() {
+        let row = random_bytes(2 * Q2K::BYTES, 7);
+        for first in [0, 8] {
+            // SAFETY: the row holds chunks 0-15.
+            let mins = unsafe { Q2K::half_mins(row.as_ptr(), first) };
+            let block = &row[(first / 8) * Q2K::BYTES..];
+            for (k, &m) in mins.iter().enumerate() {
+                assert_eq!(m, block[k] >> 4, "sub-block {k} of block {}", first / 8);
+            }
+        }
     }
 }

@@ -100,16 +100,12 @@ impl QuantPart {
         self
     }
 
-    /// Whether integer kernels exist for the type. Q2_K (and the float types) take f32
-    /// activations.
+    /// Whether integer kernels exist for the type (every block type; the float types take
+    /// f32 activations).
     pub fn has_int_dot(tensor_type: TensorType) -> bool {
         !matches!(
             tensor_type,
-            TensorType::F32
-                | TensorType::F16
-                | TensorType::BF16
-                | TensorType::Q2K
-                | TensorType::Other(_)
+            TensorType::F32 | TensorType::F16 | TensorType::BF16 | TensorType::Other(_)
         )
     }
 
