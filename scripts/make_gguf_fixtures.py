@@ -10,7 +10,7 @@ Run by hand, not in CI (needs the tiny models of make_fixtures.py):
 
 What it writes:
   1. quant-blocks.gguf: for every tensor type Pagoda reads (F32, F16, BF16, Q8_0, Q4_0, Q4_1,
-     Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K) a 4 x 512 tensor of random blocks (finite scales, random quants), and next to
+     Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS) a 4 x 512 tensor of random blocks (finite scales, random quants), and next to
      it `<name>.dequantized`, the same values as f32 from the `gguf` package's reference
      dequantizers. Rust must reproduce them bit for bit.
   2. Models converted from the tiny safetensors checkpoints, with the tokenizer and chat
@@ -146,7 +146,7 @@ def random_blocks(rng, qtype: T, rows: int, cols: int) -> np.ndarray:
     data = rng.integers(0, 256, size=(n, block_bytes), dtype=np.uint8)
     # Scale fields (f16) finite and of a plausible size; quants stay random.
     scale = lambda: f16_bytes(rng.uniform(-0.05, 0.05, n).astype(np.float32))
-    if qtype in (T.Q8_0, T.Q4_0, T.Q5_0):
+    if qtype in (T.Q8_0, T.Q4_0, T.Q5_0, T.IQ4_NL, T.IQ4_XS):
         data[:, 0:2] = scale()
     elif qtype in (T.Q4_K, T.Q5_K, T.Q4_1, T.Q5_1):
         data[:, 0:2] = scale()
@@ -167,7 +167,7 @@ def write_quant_blocks() -> None:
     rows, cols = 4, 512
     # Types added later go last, so the earlier ones keep their random blocks.
     for qtype in [T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q4_K, T.Q5_K, T.Q6_K,
-                  T.Q2_K, T.Q3_K]:
+                  T.Q2_K, T.Q3_K, T.IQ4_NL, T.IQ4_XS]:
         data = random_blocks(rng, qtype, rows, cols)
         raw = None if qtype in (T.F32, T.F16) else qtype
         w.add_tensor(qtype.name, data, raw_dtype=raw)

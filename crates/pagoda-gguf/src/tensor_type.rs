@@ -15,6 +15,8 @@ pub enum TensorType {
     Q4K,
     Q5K,
     Q6K,
+    IQ4NL,
+    IQ4XS,
     /// A type Pagoda does not run (kept so the error can name it).
     Other(u32),
 }
@@ -34,6 +36,8 @@ impl TensorType {
             12 => TensorType::Q4K,
             13 => TensorType::Q5K,
             14 => TensorType::Q6K,
+            20 => TensorType::IQ4NL,
+            23 => TensorType::IQ4XS,
             30 => TensorType::BF16,
             other => TensorType::Other(other),
         }
@@ -54,6 +58,8 @@ impl TensorType {
             TensorType::Q4K => 12,
             TensorType::Q5K => 13,
             TensorType::Q6K => 14,
+            TensorType::IQ4NL => 20,
+            TensorType::IQ4XS => 23,
             TensorType::BF16 => 30,
             TensorType::Other(id) => id,
         }
@@ -75,6 +81,8 @@ impl TensorType {
             TensorType::Q4K => "Q4_K",
             TensorType::Q5K => "Q5_K",
             TensorType::Q6K => "Q6_K",
+            TensorType::IQ4NL => "IQ4_NL",
+            TensorType::IQ4XS => "IQ4_XS",
             TensorType::Other(id) => return other_name(id),
         };
         known.to_string()
@@ -95,6 +103,8 @@ impl TensorType {
             TensorType::Q4K => Some((256, 144)),
             TensorType::Q5K => Some((256, 176)),
             TensorType::Q6K => Some((256, 210)),
+            TensorType::IQ4NL => Some((32, 18)),
+            TensorType::IQ4XS => Some((256, 136)),
             TensorType::Other(_) => None,
         }
     }
@@ -119,10 +129,8 @@ fn other_name(id: u32) -> String {
         17 => "IQ2_XS",
         18 => "IQ3_XXS",
         19 => "IQ1_S",
-        20 => "IQ4_NL",
         21 => "IQ3_S",
         22 => "IQ2_S",
-        23 => "IQ4_XS",
         24 => "I8",
         25 => "I16",
         26 => "I32",

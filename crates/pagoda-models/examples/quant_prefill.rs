@@ -5,7 +5,7 @@
 //!
 //!     cargo run --release -p pagoda-models --example quant_prefill -- [TYPE] [TOKENS] [ROUNDS]
 //!
-//! TYPE: q8_0 (default), q4_0, q5_0, q4_k, q5_k, q6_k, q2_k, q3_k, f16; `packed` runs the float kernel on
+//! TYPE: q8_0 (default), q4_0, q5_0, q4_k, q5_k, q6_k, q2_k, q3_k, iq4_nl, iq4_xs, f16; `packed` runs the float kernel on
 //! the same shapes in f16 panels (the rate the quantized kernel is measured against).
 //! Products in integers as `--quant-dot int8` (the default) multiplies them;
 //! `PAGODA_QUANT_DOT=exact` runs the f32 kernels instead. TOKENS 1 is decode. `LAYERS=24`
@@ -36,6 +36,8 @@ fn main() {
         "q6_k" => TensorType::Q6K,
         "q2_k" => TensorType::Q2K,
         "q3_k" => TensorType::Q3K,
+        "iq4_nl" => TensorType::IQ4NL,
+        "iq4_xs" => TensorType::IQ4XS,
         "f16" => TensorType::F16,
         other => {
             eprintln!("unknown type {other}");
@@ -165,7 +167,11 @@ fn random_part(tensor_type: TensorType, rows: usize, cols: usize, seed: u64) -> 
         bytes.extend((0..block).map(|_| next() as u8));
         let small = (next() % 1000) as f32 / 40000.0;
         let fields: &[usize] = match tensor_type {
-            TensorType::Q8_0 | TensorType::Q4_0 | TensorType::Q5_0 => &[0],
+            TensorType::Q8_0
+            | TensorType::Q4_0
+            | TensorType::Q5_0
+            | TensorType::IQ4NL
+            | TensorType::IQ4XS => &[0],
             TensorType::Q4K | TensorType::Q5K => &[0, 2],
             TensorType::Q6K => &[208],
             TensorType::Q2K => &[80, 82],

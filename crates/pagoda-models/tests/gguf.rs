@@ -130,6 +130,8 @@ fn every_tensor_type_decodes_bit_for_bit_as_the_gguf_package_does() {
         TensorType::Q6K,
         TensorType::Q2K,
         TensorType::Q3K,
+        TensorType::IQ4NL,
+        TensorType::IQ4XS,
     ];
     for tensor_type in types {
         let name = tensor_type.name();
@@ -519,11 +521,15 @@ fn random_blocks_against_their_decoded_values(
         let (values, block) = tensor_type.block().unwrap();
         let (cols, rows) = (t.dims[0] as usize, t.dims[1] as usize);
         let mut bytes: Vec<u8> = (0..rows * cols / values * block).map(|_| next()).collect();
-        // Scale fields (f16) of a plausible size; quants and sub-block scales stay random.
+        // Scale fields (f16) of a plausible size, weights up to about 0.3 (IQ4_XS's `d` is
+        // multiplied by sub-block scales up to 32, and its values reach 127); quants and
+        // sub-block scales stay random.
         let (d_at, d_size) = match tensor_type {
             // Q2_K: `dmin` random, `d` 0.01 below.
             TensorType::Q2K => (82, 1.0),
             TensorType::Q3K => (108, 1.0),
+            TensorType::IQ4NL => (0, 1.0),
+            TensorType::IQ4XS => (0, 1.0 / 32.0),
             other => panic!("no scale fields for {other}"),
         };
         for b in bytes.chunks_exact_mut(block) {
@@ -596,5 +602,24 @@ fn q2_k_and_q3_k_matrices_compute_their_decoded_values() {
     // 3-bit weights with random sub-block scales being rougher than trained ones (the Q4_K_M
     // fixture's own int8 error here: 0.20 of 9.7); the integer kernels themselves match
     // their definition to 1e-5 (quant_matmul's tests).
+    assert!(int8 <= 0.1 * scale, "{int8} on logits up to {scale}");
+}
+
+/// IQ4_NL and IQ4_XS (what IQ4_XS files hold; IQ4_NL where a row is not a multiple of 256)
+/// as Q2_K and Q3_K above.
+#[test]
+fn iq4_nl_and_iq4_xs_matrices_compute_their_decoded_values() {
+    let (exact, int8, scale) = random_blocks_against_their_decoded_values("iq4_xs-like", |name| {
+        if name.contains("attn_v") || name.contains("ffn_down") {
+            TensorType::IQ4NL
+        } else {
+            TensorType::IQ4XS
+        }
+    });
+    assert!(
+        exact <= 1e-4 * scale.max(1.0),
+        "{exact} on logits up to {scale}"
+    );
+    // Measured: 0.21 on logits up to 9.9.
     assert!(int8 <= 0.1 * scale, "{int8} on logits up to {scale}");
 }

@@ -15,7 +15,8 @@ use super::quant_prefill::{group_size, prefill_task};
 pub use super::simd::reduce_lanes;
 use super::simd::{multiversion, prefetch, Simd16};
 use crate::quant::formats::{
-    Bf16Rows, F16Rows, F32Rows, Format, Q2K, Q3K, Q4K, Q4_0, Q4_1, Q5K, Q5_0, Q5_1, Q6K, Q8_0,
+    Bf16Rows, F16Rows, F32Rows, Format, IQ4NL, IQ4XS, Q2K, Q3K, Q4K, Q4_0, Q4_1, Q5K, Q5_0, Q5_1,
+    Q6K, Q8_0,
 };
 use crate::quant::{QuantMatrix, QuantPart};
 use pagoda_gguf::TensorType;
@@ -145,6 +146,8 @@ fn run_task(isa: Isa, part: &QuantPart, call: Call, x: &[f32], task: Task, out: 
         TensorType::Q4K => run!(Q4K),
         TensorType::Q5K => run!(Q5K),
         TensorType::Q6K => run!(Q6K),
+        TensorType::IQ4NL => run!(IQ4NL),
+        TensorType::IQ4XS => run!(IQ4XS),
         TensorType::Other(_) => unreachable!("QuantPart::new admits only supported types"),
     }
 }
@@ -174,6 +177,8 @@ fn run_int_task(
         TensorType::Q4K => run!(Q4K),
         TensorType::Q5K => run!(Q5K),
         TensorType::Q6K => run!(Q6K),
+        TensorType::IQ4NL => run!(IQ4NL),
+        TensorType::IQ4XS => run!(IQ4XS),
         other => unreachable!("QuantPart::with_int_dot admits no {other}"),
     }
 }
@@ -349,9 +354,11 @@ mod tests {
             };
             let small = |r: u32| (r % 2000) as f32 / 20000.0 - 0.05;
             match tensor_type {
-                TensorType::Q8_0 | TensorType::Q4_0 | TensorType::Q5_0 => {
-                    scale(&mut bytes, 0, small(next()))
-                }
+                TensorType::Q8_0
+                | TensorType::Q4_0
+                | TensorType::Q5_0
+                | TensorType::IQ4NL
+                | TensorType::IQ4XS => scale(&mut bytes, 0, small(next())),
                 TensorType::Q4_1 | TensorType::Q5_1 => {
                     scale(&mut bytes, 0, small(next()));
                     scale(&mut bytes, 2, small(next()));
@@ -383,7 +390,9 @@ mod tests {
         QuantPart::new(tensor_type, rows, cols, QuantBytes::Owned(Arc::new(bytes))).unwrap()
     }
 
-    const TYPES: [TensorType; 13] = [
+    const TYPES: [TensorType; 15] = [
+        TensorType::IQ4NL,
+        TensorType::IQ4XS,
         TensorType::Q2K,
         TensorType::Q3K,
         TensorType::Q4_1,

@@ -106,6 +106,8 @@ pub trait Simd16: Copy {
     unsafe fn bytes_moved(b: Self::Bytes, bit: u32, count: u32, to: u32) -> Self::Bytes;
     /// `a | b` per byte.
     unsafe fn bytes_or(a: Self::Bytes, b: Self::Bytes) -> Self::Bytes;
+    /// `table[b]` per byte (each below 16): IQ4's nibbles to their values.
+    unsafe fn bytes_lookup16(b: Self::Bytes, table: &[u8; 16]) -> Self::Bytes;
     /// `b - v` per byte, wrapping (values become signed).
     unsafe fn bytes_sub(b: Self::Bytes, v: u8) -> Self::Bytes;
     /// `v` in byte `i` where bit `i` of `word` is set, 0 elsewhere.
@@ -467,6 +469,10 @@ impl Simd16 for Scalar {
         std::array::from_fn(|i| a[i] | b[i])
     }
     #[inline(always)]
+    unsafe fn bytes_lookup16(b: Self::Bytes, table: &[u8; 16]) -> Self::Bytes {
+        b.map(|v| table[usize::from(v & 15)])
+    }
+    #[inline(always)]
     unsafe fn bytes_sub(b: Self::Bytes, v: u8) -> Self::Bytes {
         b.map(|x| x.wrapping_sub(v))
     }
@@ -790,6 +796,12 @@ mod x86 {
             _mm256_and_si256(high_by_four, _mm256_set1_epi8(15))
         }
         #[inline(always)]
+        pub unsafe fn lookup16(b: __m256i, table: &[u8; 16]) -> __m256i {
+            let table = _mm_loadu_si128(table.as_ptr() as *const __m128i);
+            _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(table), b)
+        }
+
+        #[inline(always)]
         pub unsafe fn bits(b: __m256i, shift: u32, mask: u8) -> __m256i {
             _mm256_and_si256(
                 _mm256_srl_epi16(b, _mm_cvtsi32_si128(shift as i32)),
@@ -953,6 +965,10 @@ mod x86 {
             #[inline(always)]
             unsafe fn bytes_or(a: __m256i, b: __m256i) -> __m256i {
                 _mm256_or_si256(a, b)
+            }
+            #[inline(always)]
+            unsafe fn bytes_lookup16(b: __m256i, table: &[u8; 16]) -> __m256i {
+                bytes::lookup16(b, table)
             }
             #[inline(always)]
             unsafe fn bytes_sub(b: __m256i, v: u8) -> __m256i {

@@ -47,6 +47,10 @@ pub struct Q2K;
 #[derive(Clone, Copy)]
 pub struct Q3K;
 #[derive(Clone, Copy)]
+pub struct IQ4NL;
+#[derive(Clone, Copy)]
+pub struct IQ4XS;
+#[derive(Clone, Copy)]
 pub struct Q4K;
 #[derive(Clone, Copy)]
 pub struct Q5K;
@@ -344,6 +348,76 @@ impl Format for Q6K {
         let scale_hi = S::mul(d, S::splat(f32::from(*scales.add(2 * g + 1))));
         (S::mul(scale_lo, lo), S::mul(scale_hi, hi))
     }
+}
+
+/// The sixteen values IQ4_NL and IQ4_XS's nibbles stand for (ggml's `kvalues_iq4nl`: closer
+/// together near zero, where most weights are), as the bytes of signed integers.
+const IQ4_VALUES: [u8; 16] = {
+    let values: [i8; 16] = [
+        -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+    ];
+    let mut bytes = [0u8; 16];
+    let mut i = 0;
+    while i < 16 {
+        bytes[i] = values[i] as u8;
+        i += 1;
+    }
+    bytes
+};
+
+/// The 32 values of the 16 nibble bytes at `qs` (low nibbles are values 0-15, high ones
+/// 16-31) as f32 lanes.
+#[inline(always)]
+unsafe fn iq4_values<S: Simd16>(qs: *const u8) -> (S, S) {
+    let mut values = [0i8; 32];
+    for i in 0..16 {
+        let byte = *qs.add(i);
+        values[i] = IQ4_VALUES[usize::from(byte & 15)] as i8;
+        values[i + 16] = IQ4_VALUES[usize::from(byte >> 4)] as i8;
+    }
+    (
+        S::load_i8(values.as_ptr()),
+        S::load_i8(values.as_ptr().add(16)),
+    )
+}
+
+/// `[d: f16][16 bytes]`, nibbles as Q4_0's; value `d * IQ4_VALUES[nibble]`.
+impl Format for IQ4NL {
+    const VALUES: usize = 32;
+    const BYTES: usize = 18;
+    #[inline(always)]
+    unsafe fn decode32<S: Simd16>(row: *const u8, chunk: usize) -> (S, S) {
+        let b = row.add(chunk * Self::BYTES);
+        let d = f16_at::<S>(b);
+        let (lo, hi) = iq4_values::<S>(b.add(2));
+        (S::mul(d, lo), S::mul(d, hi))
+    }
+}
+
+/// Super-blocks of 256: `[d: f16][scales_h: u16][scales_l: 4][qs: 128]`, eight sub-blocks
+/// of 32 (chunk `j`: nibbles as IQ4_NL's at `qs[16 j..]`, a 6-bit scale of nibble `j % 2`
+/// of `scales_l[j / 2]` and bits `2 j` of `scales_h` above it, less 32); value
+/// `(d * scale) * IQ4_VALUES[nibble]`.
+impl Format for IQ4XS {
+    const VALUES: usize = 256;
+    const BYTES: usize = 136;
+    #[inline(always)]
+    unsafe fn decode32<S: Simd16>(row: *const u8, chunk: usize) -> (S, S) {
+        let (b, j) = (row.add((chunk / 8) * Self::BYTES), chunk % 8);
+        let scale = S::splat(iq4xs_scale::<S>(b, j));
+        let (lo, hi) = iq4_values::<S>(b.add(8 + 16 * j));
+        (S::mul(scale, lo), S::mul(scale, hi))
+    }
+}
+
+/// Sub-block `j`'s `d * scale` of the IQ4_XS super-block at `b` (exact: an f16 times an
+/// integer below 64 in magnitude).
+#[inline(always)]
+unsafe fn iq4xs_scale<S: Simd16>(b: *const u8, j: usize) -> f32 {
+    let high = (u16::from_le_bytes([*b.add(2), *b.add(3)]) >> (2 * j)) & 3;
+    let low = (*b.add(4 + j / 2) >> (4 * (j % 2))) & 15;
+    let scale = i32::from(low) | (i32::from(high) << 4);
+    f16_scalar::<S>(b) * (scale - 32) as f32
 }
 
 /// Formats whose chunks of 32 are small integers times a scale (plus an offset): the kernels
@@ -1003,6 +1077,44 @@ impl IntFormat for Q2K {
             count,
             scale,
             offset,
+        )
+    }
+}
+
+/// IQ4_NL's integers are its nibbles' values: signed, up to 127 in magnitude (as Q8_0's).
+impl IntFormat for IQ4NL {
+    const OFFSET: bool = false;
+    const SCALE_F16_FIRST: bool = true;
+    const SIGNED: bool = true;
+    const SPAN: usize = 1;
+    #[inline(always)]
+    unsafe fn chunk_q<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
+        S::bytes_lookup16(
+            S::bytes_nibbles16(row.add(chunk * Self::BYTES + 2)),
+            &IQ4_VALUES,
+        )
+    }
+    #[inline(always)]
+    unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32) {
+        (f16_scalar::<S>(row.add(chunk * Self::BYTES)), 0.0)
+    }
+}
+
+/// IQ4_XS as IQ4_NL, each chunk's scale `d * scale` (exact, so no integer factors).
+impl IntFormat for IQ4XS {
+    const OFFSET: bool = false;
+    const SIGNED: bool = true;
+    const SPAN: usize = 1;
+    #[inline(always)]
+    unsafe fn chunk_q<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
+        let (b, j) = (row.add((chunk / 8) * Self::BYTES), chunk % 8);
+        S::bytes_lookup16(S::bytes_nibbles16(b.add(8 + 16 * j)), &IQ4_VALUES)
+    }
+    #[inline(always)]
+    unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32) {
+        (
+            iq4xs_scale::<S>(row.add((chunk / 8) * Self::BYTES), chunk % 8),
+            0.0,
         )
     }
 }

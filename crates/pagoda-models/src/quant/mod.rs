@@ -13,7 +13,8 @@ use crate::kernels::simd::{Scalar, Simd16};
 use crate::matrix::MatrixData;
 use crate::packed::PackedMatrix;
 use formats::{
-    Bf16Rows, F16Rows, F32Rows, Format, Q2K, Q3K, Q4K, Q4_0, Q4_1, Q5K, Q5_0, Q5_1, Q6K, Q8_0,
+    Bf16Rows, F16Rows, F32Rows, Format, IQ4NL, IQ4XS, Q2K, Q3K, Q4K, Q4_0, Q4_1, Q5K, Q5_0, Q5_1,
+    Q6K, Q8_0,
 };
 
 /// Where a part's bytes live: in the file's map, in the copy of the file's quantized
@@ -264,6 +265,8 @@ pub fn dequantize_row(tensor_type: TensorType, bytes: &[u8], out: &mut [f32]) {
         TensorType::Q4K => run::<Q4K>(bytes, out),
         TensorType::Q5K => run::<Q5K>(bytes, out),
         TensorType::Q6K => run::<Q6K>(bytes, out),
+        TensorType::IQ4NL => run::<IQ4NL>(bytes, out),
+        TensorType::IQ4XS => run::<IQ4XS>(bytes, out),
         TensorType::Other(_) => panic!("tensor type {tensor_type} reached the kernels"),
     }
 }
