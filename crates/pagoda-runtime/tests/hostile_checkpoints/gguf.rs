@@ -155,6 +155,8 @@ fn tensor_edits(gguf: &Gguf) -> Vec<(String, Edit<Gguf>)> {
         TensorType::Q5_1,
         TensorType::Q4K,
         TensorType::Q6K,
+        TensorType::Q2K,
+        TensorType::IQ4XS,
         TensorType::Other(99),
     ];
     for (i, t) in gguf.tensors.iter().enumerate() {
