@@ -10,7 +10,8 @@ Run by hand, not in CI (needs the tiny models of make_fixtures.py):
 
 What it writes:
   1. quant-blocks.gguf: for every tensor type Pagoda reads (F32, F16, BF16, Q8_0, Q4_0, Q4_1,
-     Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS) a 4 x 512 tensor of random blocks (finite scales, random quants), and next to
+     Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS,
+     IQ3_S, IQ1_S, IQ1_M) a 4 x 512 tensor of random blocks (finite scales, random quants), and next to
      it `<name>.dequantized`, the same values as f32 from the `gguf` package's reference
      dequantizers. Rust must reproduce them bit for bit.
   2. Models converted from the tiny safetensors checkpoints, with the tokenizer and chat
@@ -158,6 +159,15 @@ def random_blocks(rng, qtype: T, rows: int, cols: int) -> np.ndarray:
         data[:, 82:84] = scale()
     elif qtype == T.Q3_K:
         data[:, 108:110] = scale()
+    elif qtype in (T.IQ2_XXS, T.IQ2_XS, T.IQ2_S, T.IQ3_XXS, T.IQ3_S, T.IQ1_S):
+        data[:, 0:2] = scale()
+    elif qtype == T.IQ1_M:
+        # `d`'s f16 bits are the top nibbles of the four scale words (bytes 48-55).
+        bits = scale().view(np.uint16).reshape(n)
+        for i in range(4):
+            word = data[:, 48 + 2 * i:50 + 2 * i].copy().view(np.uint16).reshape(n)
+            word = (word & 0x0FFF) | (((bits >> (4 * i)) & 0xF) << 12)
+            data[:, 48 + 2 * i:50 + 2 * i] = word.astype(np.uint16).view(np.uint8).reshape(n, 2)
     return data.reshape(rows, -1)
 
 
@@ -167,7 +177,8 @@ def write_quant_blocks() -> None:
     rows, cols = 4, 512
     # Types added later go last, so the earlier ones keep their random blocks.
     for qtype in [T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q4_K, T.Q5_K, T.Q6_K,
-                  T.Q2_K, T.Q3_K, T.IQ4_NL, T.IQ4_XS]:
+                  T.Q2_K, T.Q3_K, T.IQ4_NL, T.IQ4_XS, T.IQ2_XXS, T.IQ2_XS, T.IQ2_S, T.IQ3_XXS,
+                  T.IQ3_S, T.IQ1_S, T.IQ1_M]:
         data = random_blocks(rng, qtype, rows, cols)
         raw = None if qtype in (T.F32, T.F16) else qtype
         w.add_tensor(qtype.name, data, raw_dtype=raw)

@@ -27,22 +27,14 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let name = args.first().map(String::as_str).unwrap_or("q8_0");
     let packed = name == "packed";
-    let tensor_type = match if packed { "f16" } else { name } {
-        "q8_0" => TensorType::Q8_0,
-        "q4_0" => TensorType::Q4_0,
-        "q5_0" => TensorType::Q5_0,
-        "q4_k" => TensorType::Q4K,
-        "q5_k" => TensorType::Q5K,
-        "q6_k" => TensorType::Q6K,
-        "q2_k" => TensorType::Q2K,
-        "q3_k" => TensorType::Q3K,
-        "iq4_nl" => TensorType::IQ4NL,
-        "iq4_xs" => TensorType::IQ4XS,
-        "f16" => TensorType::F16,
-        other => {
-            eprintln!("unknown type {other}");
-            std::process::exit(2);
-        }
+    let wanted = if packed { "f16" } else { name };
+    // Any type Pagoda runs, by ggml's name in lower case (`q4_k`, `iq3_xxs`).
+    let Some(tensor_type) = (0..64)
+        .map(TensorType::from_id)
+        .find(|t| t.block().is_some() && t.name().to_lowercase() == wanted)
+    else {
+        eprintln!("unknown type {wanted}");
+        std::process::exit(2);
     };
     let number = |i: usize, default: usize| {
         args.get(i)
@@ -171,7 +163,13 @@ fn random_part(tensor_type: TensorType, rows: usize, cols: usize, seed: u64) -> 
             | TensorType::Q4_0
             | TensorType::Q5_0
             | TensorType::IQ4NL
-            | TensorType::IQ4XS => &[0],
+            | TensorType::IQ4XS
+            | TensorType::IQ2XXS
+            | TensorType::IQ2XS
+            | TensorType::IQ2S
+            | TensorType::IQ3XXS
+            | TensorType::IQ3S
+            | TensorType::IQ1S => &[0],
             TensorType::Q4K | TensorType::Q5K => &[0, 2],
             TensorType::Q6K => &[208],
             TensorType::Q2K => &[80, 82],
@@ -180,6 +178,14 @@ fn random_part(tensor_type: TensorType, rows: usize, cols: usize, seed: u64) -> 
         };
         for &at in fields {
             bytes[start + at..start + at + 2].copy_from_slice(&f16_bytes(small));
+        }
+        if tensor_type == TensorType::IQ1M {
+            // `d`'s f16 bits are the top nibbles of the four scale words.
+            let bits = half::f16::from_f32(small).to_bits();
+            for i in 0..4 {
+                let at = start + 48 + 2 * i;
+                bytes[at + 1] = (bytes[at + 1] & 15) | ((((bits >> (4 * i)) & 15) as u8) << 4);
+            }
         }
         if tensor_type == TensorType::F16 {
             bytes[start..start + 2].copy_from_slice(&f16_bytes(small - 0.0125));

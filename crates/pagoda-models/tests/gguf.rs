@@ -132,6 +132,13 @@ fn every_tensor_type_decodes_bit_for_bit_as_the_gguf_package_does() {
         TensorType::Q3K,
         TensorType::IQ4NL,
         TensorType::IQ4XS,
+        TensorType::IQ2XXS,
+        TensorType::IQ2XS,
+        TensorType::IQ2S,
+        TensorType::IQ3XXS,
+        TensorType::IQ3S,
+        TensorType::IQ1S,
+        TensorType::IQ1M,
     ];
     for tensor_type in types {
         let name = tensor_type.name();

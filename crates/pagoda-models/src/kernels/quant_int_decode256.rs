@@ -100,9 +100,16 @@ pub(super) unsafe fn tokens<F: IntFormat, const T: usize>(
                 } else {
                     Avx2::zero()
                 };
-                // Only the super-block formats carry factors.
-                debug_assert!(F::FACTORS == Factors::One);
-                (scale, offset, [zeros; 2])
+                let factors = match F::FACTORS {
+                    Factors::One => [zeros; 2],
+                    // The IQ types with scales per 16 weights: super-blocks of eight chunks.
+                    _ if present > 8 => [
+                        half_factor_lanes::<F>(row, first),
+                        half_factor_lanes::<F>(row, first + 8),
+                    ],
+                    _ => [half_factor_lanes::<F>(row, first), zeros],
+                };
+                (scale, offset, factors)
             };
             let low = if present >= 8 {
                 eight_ints::<F, T, true>(row, first, 8, &tokens, factors[0])
@@ -448,16 +455,25 @@ unsafe fn token_ints<F: IntFormat, const FULL: bool>(
             )
         }
     } else {
-        // Q8_0 (span 1): every vector widens on its own. The formats with factors span 4 or
-        // more.
-        debug_assert!(F::FACTORS == Factors::One);
+        // Q8_0 (span 1): every vector widens on its own, by its chunk's factors (IQ2_XS's
+        // per half: 128-bit lane `h` of chunk `k`'s vector is its half `h`).
         let ones = _mm256_set1_epi16(1);
+        macro_rules! factors {
+            ($k:literal) => {{
+                if F::FACTORS == Factors::One {
+                    ones
+                } else {
+                    let four = if $k < 4 { pairs.low } else { pairs.high };
+                    _mm256_shuffle_epi32::<{ ($k % 4) * 0x55 }>(four)
+                }
+            }};
+        }
         // Chunks `a` and `b` as 32-bit lanes `a, b, a, b` per 128-bit lane, each a total of
         // four pair sums of that half.
         macro_rules! two {
             ($a:literal, $b:literal) => {{
-                let a = _mm256_madd_epi16(products!($a), ones);
-                let b = _mm256_madd_epi16(products!($b), ones);
+                let a = _mm256_madd_epi16(products!($a), factors!($a));
+                let b = _mm256_madd_epi16(products!($b), factors!($b));
                 _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b))
             }};
         }

@@ -18,6 +18,7 @@ use crate::quant::formats::{
     Bf16Rows, F16Rows, F32Rows, Format, IQ4NL, IQ4XS, Q2K, Q3K, Q4K, Q4_0, Q4_1, Q5K, Q5_0, Q5_1,
     Q6K, Q8_0,
 };
+use crate::quant::lattice::{IQ1M, IQ1S, IQ2S, IQ2XS, IQ2XXS, IQ3S, IQ3XXS};
 use crate::quant::{QuantMatrix, QuantPart};
 use pagoda_gguf::TensorType;
 
@@ -148,6 +149,13 @@ fn run_task(isa: Isa, part: &QuantPart, call: Call, x: &[f32], task: Task, out: 
         TensorType::Q6K => run!(Q6K),
         TensorType::IQ4NL => run!(IQ4NL),
         TensorType::IQ4XS => run!(IQ4XS),
+        TensorType::IQ2XXS => run!(IQ2XXS),
+        TensorType::IQ2XS => run!(IQ2XS),
+        TensorType::IQ2S => run!(IQ2S),
+        TensorType::IQ3XXS => run!(IQ3XXS),
+        TensorType::IQ3S => run!(IQ3S),
+        TensorType::IQ1S => run!(IQ1S),
+        TensorType::IQ1M => run!(IQ1M),
         TensorType::Other(_) => unreachable!("QuantPart::new admits only supported types"),
     }
 }
@@ -179,6 +187,13 @@ fn run_int_task(
         TensorType::Q6K => run!(Q6K),
         TensorType::IQ4NL => run!(IQ4NL),
         TensorType::IQ4XS => run!(IQ4XS),
+        TensorType::IQ2XXS => run!(IQ2XXS),
+        TensorType::IQ2XS => run!(IQ2XS),
+        TensorType::IQ2S => run!(IQ2S),
+        TensorType::IQ3XXS => run!(IQ3XXS),
+        TensorType::IQ3S => run!(IQ3S),
+        TensorType::IQ1S => run!(IQ1S),
+        TensorType::IQ1M => run!(IQ1M),
         other => unreachable!("QuantPart::with_int_dot admits no {other}"),
     }
 }
@@ -358,7 +373,23 @@ mod tests {
                 | TensorType::Q4_0
                 | TensorType::Q5_0
                 | TensorType::IQ4NL
-                | TensorType::IQ4XS => scale(&mut bytes, 0, small(next())),
+                | TensorType::IQ4XS
+                | TensorType::IQ2XXS
+                | TensorType::IQ2XS
+                | TensorType::IQ2S
+                | TensorType::IQ3XXS
+                | TensorType::IQ3S
+                | TensorType::IQ1S => scale(&mut bytes, 0, small(next())),
+                TensorType::IQ1M => {
+                    // `d`'s f16 bits are the top nibbles of the four scale words.
+                    let bits = half::f16::from_f32(small(next())).to_bits();
+                    for i in 0..4 {
+                        let at = start + 48 + 2 * i;
+                        let word = u16::from_le_bytes([bytes[at], bytes[at + 1]]);
+                        let word = (word & 0x0FFF) | (((bits >> (4 * i)) & 15) << 12);
+                        bytes[at..at + 2].copy_from_slice(&word.to_le_bytes());
+                    }
+                }
                 TensorType::Q4_1 | TensorType::Q5_1 => {
                     scale(&mut bytes, 0, small(next()));
                     scale(&mut bytes, 2, small(next()));
@@ -390,7 +421,14 @@ mod tests {
         QuantPart::new(tensor_type, rows, cols, QuantBytes::Owned(Arc::new(bytes))).unwrap()
     }
 
-    const TYPES: [TensorType; 15] = [
+    const TYPES: [TensorType; 22] = [
+        TensorType::IQ2XXS,
+        TensorType::IQ2XS,
+        TensorType::IQ2S,
+        TensorType::IQ3XXS,
+        TensorType::IQ3S,
+        TensorType::IQ1S,
+        TensorType::IQ1M,
         TensorType::IQ4NL,
         TensorType::IQ4XS,
         TensorType::Q2K,

@@ -653,7 +653,7 @@ unsafe fn packed_word(scales: *const u8, at: usize) -> u32 {
 }
 
 #[inline(always)]
-unsafe fn f16_scalar<S: Simd16>(p: *const u8) -> f32 {
+pub(super) unsafe fn f16_scalar<S: Simd16>(p: *const u8) -> f32 {
     S::f16_to_f32(f16_bits(p))
 }
 

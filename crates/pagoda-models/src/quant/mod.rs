@@ -2,6 +2,8 @@
 //! (`formats.rs` decodes them; `kernels::quant_matmul` multiplies by them).
 
 pub mod formats;
+mod iq_grids;
+pub mod lattice;
 
 use std::sync::Arc;
 
@@ -16,6 +18,7 @@ use formats::{
     Bf16Rows, F16Rows, F32Rows, Format, IQ4NL, IQ4XS, Q2K, Q3K, Q4K, Q4_0, Q4_1, Q5K, Q5_0, Q5_1,
     Q6K, Q8_0,
 };
+use lattice::{IQ1M, IQ1S, IQ2S, IQ2XS, IQ2XXS, IQ3S, IQ3XXS};
 
 /// Where a part's bytes live: in the file's map, in the copy of the file's quantized
 /// tensors made at load (`QuantPages::Auto`), or (rows reordered at load) in memory.
@@ -267,6 +270,13 @@ pub fn dequantize_row(tensor_type: TensorType, bytes: &[u8], out: &mut [f32]) {
         TensorType::Q6K => run::<Q6K>(bytes, out),
         TensorType::IQ4NL => run::<IQ4NL>(bytes, out),
         TensorType::IQ4XS => run::<IQ4XS>(bytes, out),
+        TensorType::IQ2XXS => run::<IQ2XXS>(bytes, out),
+        TensorType::IQ2XS => run::<IQ2XS>(bytes, out),
+        TensorType::IQ2S => run::<IQ2S>(bytes, out),
+        TensorType::IQ3XXS => run::<IQ3XXS>(bytes, out),
+        TensorType::IQ3S => run::<IQ3S>(bytes, out),
+        TensorType::IQ1S => run::<IQ1S>(bytes, out),
+        TensorType::IQ1M => run::<IQ1M>(bytes, out),
         TensorType::Other(_) => panic!("tensor type {tensor_type} reached the kernels"),
     }
 }

@@ -157,6 +157,8 @@ fn tensor_edits(gguf: &Gguf) -> Vec<(String, Edit<Gguf>)> {
         TensorType::Q6K,
         TensorType::Q2K,
         TensorType::IQ4XS,
+        TensorType::IQ2XS,
+        TensorType::IQ1M,
         TensorType::Other(99),
     ];
     for (i, t) in gguf.tensors.iter().enumerate() {

@@ -1,0 +1,349 @@
+//! The IQ1, IQ2 and IQ3 tensor types: each group of 4 or 8 weights is one row of a fixed
+//! codebook (`iq_grids.rs`), chosen by an index of 8 to 11 bits, with a sign bit per weight
+//! (IQ2, IQ3) or a shift of one eighth per group (IQ1).
+//!
+//! Every value is `base * factor * w`: `w` a small signed integer (a codebook magnitude with
+//! its sign, or IQ1's `8 g +- 1`), `factor` an odd integer per half chunk (the types with
+//! scales per 16 weights) or 1, and `base` the block's `d` times an exact fraction. Each
+//! product is exact in f32, so these are bitwise the values the `gguf` package computes
+//! (`d * (0.5 + s) * 0.25 * grid * sign`, `d * (2 s + 1) * (grid + delta)`), and the integer
+//! kernels multiply `w` as they multiply Q8_0's bytes.
+
+use super::formats::{f16_scalar, Factors, Format, IntFormat};
+use super::iq_grids;
+use crate::kernels::simd::Simd16;
+
+/// The 32 weights of one chunk as signed bytes, with their scale.
+trait Lattice {
+    const SIZE: usize;
+    /// The chunk's `w`.
+    ///
+    /// # Safety
+    /// `block` holds a whole block and `j < 8`.
+    unsafe fn weights(block: *const u8, j: usize) -> [u64; 4];
+    /// The chunk's `base` (exact).
+    ///
+    /// # Safety
+    /// As `weights`.
+    unsafe fn base<S: Simd16>(block: *const u8, j: usize) -> f32;
+    /// The factors of the chunk's values 0-15 and 16-31.
+    ///
+    /// # Safety
+    /// As `weights`.
+    #[inline(always)]
+    unsafe fn chunk_factors(_block: *const u8, _j: usize) -> [i16; 2] {
+        [1, 1]
+    }
+}
+
+/// The sign of weight `i` of a group of eight in bit `i` of seven stored bits, the eighth
+/// bit making the number of negative weights even (ggml's `ksigns_iq2xs`).
+#[inline(always)]
+fn even_signs(seven: u32) -> u8 {
+    let seven = (seven & 127) as u8;
+    seven | (((seven.count_ones() & 1) as u8) << 7)
+}
+
+/// The eight magnitudes (bytes, none zero) of `row`, negated where bit `i` of `signs` is
+/// set: bytewise `(g ^ 0xFF) + 1`, which never carries because no `g` is zero.
+#[inline(always)]
+fn with_signs(row: u64, signs: u8) -> u64 {
+    let spread = u64::from(signs).wrapping_mul(0x0101_0101_0101_0101) & 0x8040_2010_0804_0201;
+    let negative = ((spread + 0x7F7F_7F7F_7F7F_7F7F) & 0x8080_8080_8080_8080) >> 7;
+    (row ^ (negative * 0xFF)) + negative
+}
+
+/// Two four-weight IQ3 codebook rows, the first in the low bytes.
+#[inline(always)]
+fn two_rows(grid: &[u32], a: usize, b: usize) -> u64 {
+    u64::from(grid[a]) | (u64::from(grid[b]) << 32)
+}
+
+/// IQ1's eight weights `8 g + 1` (or `8 g - 1` when `negative_shift`), `g` in -1, 0, 1.
+#[inline(always)]
+fn shifted_eighths(row: u64, negative_shift: bool) -> u64 {
+    let shift: i8 = if negative_shift { -1 } else { 1 };
+    u64::from_le_bytes(row.to_le_bytes().map(|g| (8 * (g as i8) + shift) as u8))
+}
+
+#[inline(always)]
+unsafe fn u16_at(p: *const u8) -> u16 {
+    u16::from_le_bytes([*p, *p.add(1)])
+}
+
+#[inline(always)]
+unsafe fn u32_at(p: *const u8) -> u32 {
+    u32::from_le_bytes(std::ptr::read_unaligned(p as *const [u8; 4]))
+}
+
+/// `d * (2 s + 1) / 8` for a 4-bit `s`, as `d * (0.5 + s) * 0.25` (exact either way).
+#[inline(always)]
+fn eighths(d: f32, s: u32) -> f32 {
+    d * ((2 * s + 1) as f32 * 0.125)
+}
+
+#[derive(Clone, Copy)]
+pub struct IQ2XXS;
+#[derive(Clone, Copy)]
+pub struct IQ2XS;
+#[derive(Clone, Copy)]
+pub struct IQ2S;
+#[derive(Clone, Copy)]
+pub struct IQ3XXS;
+#[derive(Clone, Copy)]
+pub struct IQ3S;
+#[derive(Clone, Copy)]
+pub struct IQ1S;
+#[derive(Clone, Copy)]
+pub struct IQ1M;
+
+/// `[d: f16]`, then per chunk eight bytes: four codebook indices (8 bits) and a word of four
+/// 7-bit sign fields and a 4-bit scale `s` on top; `base = d * (2 s + 1) / 8`.
+impl Lattice for IQ2XXS {
+    const SIZE: usize = 66;
+    #[inline(always)]
+    unsafe fn weights(block: *const u8, j: usize) -> [u64; 4] {
+        let q = block.add(2 + 8 * j);
+        let signs = u32_at(q.add(4));
+        std::array::from_fn(|l| {
+            let row = iq_grids::IQ2_XXS[usize::from(*q.add(l))];
+            with_signs(row, even_signs(signs >> (7 * l)))
+        })
+    }
+    #[inline(always)]
+    unsafe fn base<S: Simd16>(block: *const u8, j: usize) -> f32 {
+        eighths(f16_scalar::<S>(block), u32_at(block.add(6 + 8 * j)) >> 28)
+    }
+}
+
+/// `[d: f16][32 x u16][scales: 8]`: each u16 a 9-bit index and a 7-bit sign field; a 4-bit
+/// scale `s` per 16 weights (low nibble of `scales[j]` for chunk `j`'s first half); `base =
+/// d / 8`, factors `2 s + 1`.
+impl Lattice for IQ2XS {
+    const SIZE: usize = 74;
+    #[inline(always)]
+    unsafe fn weights(block: *const u8, j: usize) -> [u64; 4] {
+        std::array::from_fn(|l| {
+            let q = u16_at(block.add(2 + 2 * (4 * j + l)));
+            let row = iq_grids::IQ2_XS[usize::from(q & 511)];
+            with_signs(row, even_signs(u32::from(q >> 9)))
+        })
+    }
+    #[inline(always)]
+    unsafe fn base<S: Simd16>(block: *const u8, _j: usize) -> f32 {
+        f16_scalar::<S>(block) * 0.125
+    }
+    #[inline(always)]
+    unsafe fn chunk_factors(block: *const u8, j: usize) -> [i16; 2] {
+        odd_nibbles(*block.add(66 + j))
+    }
+}
+
+/// `[d: f16][qs: 32][signs: 32][qh: 8][scales: 8]`: group `k`'s 10-bit index `qs[k]` with
+/// bits `2 (k % 4)` of `qh[k / 4]` above, its signs the bits of `signs[k]`; scales as
+/// IQ2_XS's.
+impl Lattice for IQ2S {
+    const SIZE: usize = 82;
+    #[inline(always)]
+    unsafe fn weights(block: *const u8, j: usize) -> [u64; 4] {
+        let high = *block.add(66 + j);
+        std::array::from_fn(|l| {
+            let k = 4 * j + l;
+            let index = usize::from(*block.add(2 + k)) | (usize::from((high >> (2 * l)) & 3) << 8);
+            with_signs(iq_grids::IQ2_S[index], *block.add(34 + k))
+        })
+    }
+    #[inline(always)]
+    unsafe fn base<S: Simd16>(block: *const u8, _j: usize) -> f32 {
+        f16_scalar::<S>(block) * 0.125
+    }
+    #[inline(always)]
+    unsafe fn chunk_factors(block: *const u8, j: usize) -> [i16; 2] {
+        odd_nibbles(*block.add(74 + j))
+    }
+}
+
+/// `2 s + 1` of a byte's low and high nibbles.
+#[inline(always)]
+fn odd_nibbles(byte: u8) -> [i16; 2] {
+    [
+        2 * i16::from(byte & 15) + 1,
+        2 * i16::from(byte >> 4) + 1,
+    ]
+}
+
+/// `[d: f16][qs: 64][32 bytes]`: eight 8-bit indices of four-weight rows per chunk, and
+/// per chunk a word of four 7-bit sign fields (one per eight weights) and a 4-bit scale `s`
+/// on top; `base = d * (2 s + 1) / 4`.
+impl Lattice for IQ3XXS {
+    const SIZE: usize = 98;
+    #[inline(always)]
+    unsafe fn weights(block: *const u8, j: usize) -> [u64; 4] {
+        let q = block.add(2 + 8 * j);
+        let signs = u32_at(block.add(66 + 4 * j));
+        let grid = &iq_grids::IQ3_XXS;
+        std::array::from_fn(|l| {
+            let row = two_rows(grid, usize::from(*q.add(2 * l)), usize::from(*q.add(2 * l + 1)));
+            with_signs(row, even_signs(signs >> (7 * l)))
+        })
+    }
+    #[inline(always)]
+    unsafe fn base<S: Simd16>(block: *const u8, j: usize) -> f32 {
+        2.0 * eighths(f16_scalar::<S>(block), u32_at(block.add(66 + 4 * j)) >> 28)
+    }
+}
+
+/// `[d: f16][qs: 64][qh: 8][signs: 32][scales: 4]`: index `k` of chunk `j` is `qs[8 j + k]`
+/// with bit `k` of `qh[j]` above; the signs are the bits of `signs[4 j..]`; a 4-bit `s` per
+/// chunk (nibble `j % 2` of `scales[j / 2]`), `base = d * (2 s + 1)`.
+impl Lattice for IQ3S {
+    const SIZE: usize = 110;
+    #[inline(always)]
+    unsafe fn weights(block: *const u8, j: usize) -> [u64; 4] {
+        let (q, high) = (block.add(2 + 8 * j), *block.add(66 + j));
+        let index = |k: usize| usize::from(*q.add(k)) | (usize::from((high >> k) & 1) << 8);
+        let grid = &iq_grids::IQ3_S;
+        std::array::from_fn(|l| {
+            let row = two_rows(grid, index(2 * l), index(2 * l + 1));
+            with_signs(row, *block.add(74 + 4 * j + l))
+        })
+    }
+    #[inline(always)]
+    unsafe fn base<S: Simd16>(block: *const u8, j: usize) -> f32 {
+        let s = (*block.add(106 + j / 2) >> (4 * (j % 2))) & 15;
+        f16_scalar::<S>(block) * f32::from(2 * s + 1)
+    }
+}
+
+/// `[d: f16][qs: 32][qh: 8 x u16]`: chunk `j`'s word `qh[j]` holds the 3 high bits of its
+/// four 11-bit indices (bits `3 l`), a 3-bit scale `s` (bits 12-14) and the sign of the
+/// shift (bit 15); value `d (2 s + 1) (g +- 1/8)`, so `w = 8 g +- 1`, `base = d (2 s + 1) / 8`.
+impl Lattice for IQ1S {
+    const SIZE: usize = 50;
+    #[inline(always)]
+    unsafe fn weights(block: *const u8, j: usize) -> [u64; 4] {
+        let high = u16_at(block.add(34 + 2 * j));
+        std::array::from_fn(|l| {
+            let index = usize::from(*block.add(2 + 4 * j + l)) | (usize::from((high >> (3 * l)) & 7) << 8);
+            shifted_eighths(iq_grids::IQ1_S[index], high & 0x8000 != 0)
+        })
+    }
+    #[inline(always)]
+    unsafe fn base<S: Simd16>(block: *const u8, j: usize) -> f32 {
+        let s = u32::from((u16_at(block.add(34 + 2 * j)) >> 12) & 7);
+        eighths(f16_scalar::<S>(block), s)
+    }
+}
+
+/// `[qs: 32][qh: 16][scales: 4 x u16]`: group `k`'s index `qs[k]` with the low 3 bits of
+/// nibble `k % 2` of `qh[k / 2]` above and that nibble's bit 3 the sign of its shift; a 3-bit
+/// scale per 16 weights (bits `3 i` of scale word `i / 4`), and `d`'s f16 bits the top
+/// nibbles of the four scale words; `w = 8 g +- 1`, `base = d / 8`, factors `2 s + 1`.
+impl Lattice for IQ1M {
+    const SIZE: usize = 56;
+    #[inline(always)]
+    unsafe fn weights(block: *const u8, j: usize) -> [u64; 4] {
+        std::array::from_fn(|l| {
+            let k = 4 * j + l;
+            let nibble = (*block.add(32 + k / 2) >> (4 * (k % 2))) & 15;
+            let index = usize::from(*block.add(k)) | (usize::from(nibble & 7) << 8);
+            shifted_eighths(iq_grids::IQ1_S[index], nibble & 8 != 0)
+        })
+    }
+    #[inline(always)]
+    unsafe fn base<S: Simd16>(block: *const u8, _j: usize) -> f32 {
+        let word = |i: usize| u16_at(block.add(48 + 2 * i));
+        let bits = (word(0) >> 12) | ((word(1) >> 8) & 0xF0) | ((word(2) >> 4) & 0xF00) | (word(3) & 0xF000);
+        S::f16_to_f32(bits) * 0.125
+    }
+    #[inline(always)]
+    unsafe fn chunk_factors(block: *const u8, j: usize) -> [i16; 2] {
+        std::array::from_fn(|h| {
+            let i = 2 * j + h;
+            let s = (u16_at(block.add(48 + 2 * (i / 4))) >> (3 * (i % 4))) & 7;
+            2 * s as i16 + 1
+        })
+    }
+}
+
+/// `Format` and `IntFormat` of a `Lattice` type: signed integers without offsets, `SPAN`
+/// from its largest `|w|` (`2 * 127 * |w| * SPAN < 2^15`).
+macro_rules! lattice_format {
+    ($T:ty, span: $span:expr, factors: $factors:expr) => {
+        impl Format for $T {
+            const VALUES: usize = 256;
+            const BYTES: usize = <$T as Lattice>::SIZE;
+            #[inline(always)]
+            unsafe fn decode32<S: Simd16>(row: *const u8, chunk: usize) -> (S, S) {
+                let (b, j) = (row.add((chunk / 8) * <Self as Format>::BYTES), chunk % 8);
+                let w = Self::weights(b, j);
+                let w = w.as_ptr() as *const i8;
+                let base = Self::base::<S>(b, j);
+                let [lo, hi] = Self::chunk_factors(b, j);
+                (
+                    S::mul(S::splat(base * f32::from(lo)), S::load_i8(w)),
+                    S::mul(S::splat(base * f32::from(hi)), S::load_i8(w.add(16))),
+                )
+            }
+        }
+
+        impl IntFormat for $T {
+            const OFFSET: bool = false;
+            const SIGNED: bool = true;
+            const SPAN: usize = $span;
+            const FACTORS: Factors = $factors;
+            #[inline(always)]
+            unsafe fn chunk_q<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
+                let (b, j) = (row.add((chunk / 8) * <Self as Format>::BYTES), chunk % 8);
+                S::bytes_load(Self::weights(b, j).as_ptr() as *const u8)
+            }
+            #[inline(always)]
+            unsafe fn factors(row: *const u8, chunk: usize) -> [i16; 2] {
+                Self::chunk_factors(row.add((chunk / 8) * <Self as Format>::BYTES), chunk % 8)
+            }
+            #[inline(always)]
+            unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32) {
+                let (b, j) = (row.add((chunk / 8) * <Self as Format>::BYTES), chunk % 8);
+                (Self::base::<S>(b, j), 0.0)
+            }
+        }
+    };
+}
+
+// |w| up to 43 (IQ2), 62 (IQ3_XXS), 15 (IQ3_S), 9 (IQ1); factors per half chunk widen
+// every half on its own (a span of at most 4).
+lattice_format!(IQ2XXS, span: 2, factors: Factors::One);
+lattice_format!(IQ2XS, span: 2, factors: Factors::PerHalf);
+lattice_format!(IQ2S, span: 2, factors: Factors::PerHalf);
+lattice_format!(IQ3XXS, span: 2, factors: Factors::One);
+lattice_format!(IQ3S, span: 8, factors: Factors::One);
+lattice_format!(IQ1S, span: 8, factors: Factors::One);
+lattice_format!(IQ1M, span: 4, factors: Factors::PerHalf);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn even_signs_are_ggmls_sign_table() {
+        // The first and last rows of ggml's `ksigns_iq2xs`.
+        let first = [0x00, 0x81, 0x82, 0x03, 0x84, 0x05, 0x06, 0x87];
+        let last = [0x78, 0xf9, 0xfa, 0x7b, 0xfc, 0x7d, 0x7e, 0xff];
+        for i in 0..8 {
+            assert_eq!(even_signs(i as u32), first[i]);
+            assert_eq!(even_signs(120 + i as u32), last[i]);
+        }
+    }
+
+    #[test]
+    fn signs_negate_exactly_the_flagged_bytes() {
+        let row = 0x2b19_0808_2b19_082b_u64;
+        for signs in 0..=255u8 {
+            let got = with_signs(row, signs).to_le_bytes();
+            for (i, (&g, &m)) in got.iter().zip(&row.to_le_bytes()).enumerate() {
+                let want = if signs >> i & 1 == 1 { -(m as i8) } else { m as i8 };
+                assert_eq!(g as i8, want, "byte {i} of signs {signs:08b}");
+            }
+        }
+    }
+}
