@@ -50,6 +50,7 @@ def main() -> None:
         digits = 2 * width
         per_line = 4 if width == 8 else 7
         lines.append(f"/// {doc}.")
+        lines.append("#[rustfmt::skip]")
         lines.append(f"pub(super) const {name}: [{ty}; {len(values)}] = [")
         for i in range(0, len(values), per_line):
             row = ", ".join(f"0x{v:0{digits}x}" for v in values[i:i + per_line])

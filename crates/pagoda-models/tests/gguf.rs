@@ -537,11 +537,25 @@ fn random_blocks_against_their_decoded_values(
             TensorType::Q3K => (108, 1.0),
             TensorType::IQ4NL => (0, 1.0),
             TensorType::IQ4XS => (0, 1.0 / 32.0),
+            // The codebook types' largest weights: about 170 d (IQ2), 480 d (IQ3), 17 d (IQ1).
+            TensorType::IQ2XXS | TensorType::IQ2XS | TensorType::IQ2S => (0, 1.0),
+            TensorType::IQ3XXS | TensorType::IQ3S => (0, 0.3),
+            TensorType::IQ1S => (0, 8.0),
+            // `d`'s f16 bits are the top nibbles of the four scale words (below).
+            TensorType::IQ1M => (usize::MAX, 8.0),
             other => panic!("no scale fields for {other}"),
         };
         for b in bytes.chunks_exact_mut(block) {
             let d = (0.0005 + f32::from(next()) / 255.0 * 0.002) * d_size;
-            b[d_at..d_at + 2].copy_from_slice(&half::f16::from_f32(d).to_le_bytes());
+            let d_bits = half::f16::from_f32(d).to_bits();
+            if d_at == usize::MAX {
+                for i in 0..4 {
+                    let high = &mut b[48 + 2 * i + 1];
+                    *high = (*high & 15) | ((((d_bits >> (4 * i)) & 15) as u8) << 4);
+                }
+                continue;
+            }
+            b[d_at..d_at + 2].copy_from_slice(&d_bits.to_le_bytes());
             if tensor_type == TensorType::Q2K {
                 b[80..82].copy_from_slice(&half::f16::from_f32(0.01).to_le_bytes());
             }
@@ -628,5 +642,33 @@ fn iq4_nl_and_iq4_xs_matrices_compute_their_decoded_values() {
         "{exact} on logits up to {scale}"
     );
     // Measured: 0.21 on logits up to 9.9.
+    assert!(int8 <= 0.1 * scale, "{int8} on logits up to {scale}");
+}
+
+/// The codebook types (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S: what IQ1/IQ2/IQ3
+/// files hold) as Q2_K and Q3_K above, each projection of a layer in another type.
+#[test]
+fn codebook_matrices_compute_their_decoded_values() {
+    let (exact, int8, scale) = random_blocks_against_their_decoded_values("iq-codebooks", |name| {
+        let by_projection = [
+            ("attn_q", TensorType::IQ2XXS),
+            ("attn_k", TensorType::IQ2XS),
+            ("attn_v", TensorType::IQ3XXS),
+            ("attn_output", TensorType::IQ2S),
+            ("ffn_gate", TensorType::IQ3S),
+            ("ffn_up", TensorType::IQ1S),
+            ("ffn_down", TensorType::IQ1M),
+        ];
+        by_projection
+            .iter()
+            .find(|(part, _)| name.contains(part))
+            .map(|&(_, t)| t)
+            .unwrap_or_else(|| panic!("no type for {name}"))
+    });
+    assert!(
+        exact <= 1e-4 * scale.max(1.0),
+        "{exact} on logits up to {scale}"
+    );
+    // Measured: 0.29 on logits up to 10.4 (exact products: 1.5e-5).
     assert!(int8 <= 0.1 * scale, "{int8} on logits up to {scale}");
 }

@@ -3,6 +3,7 @@
 //! edit). Row `k` as a little-endian integer: byte `i` is the row's weight `i`.
 
 /// IQ2_XXS: 256 rows of 8 magnitudes (8, 25 or 43).
+#[rustfmt::skip]
 pub(super) const IQ2_XXS: [u64; 256] = [
     0x0808080808080808, 0x080808080808082b, 0x0808080808081919, 0x0808080808082b08,
     0x0808080808082b2b, 0x0808080808190819, 0x0808080808191908, 0x08080808082b0808,
@@ -71,6 +72,7 @@ pub(super) const IQ2_XXS: [u64; 256] = [
 ];
 
 /// IQ2_XS: 512 rows of 8 magnitudes (8, 25 or 43).
+#[rustfmt::skip]
 pub(super) const IQ2_XS: [u64; 512] = [
     0x0808080808080808, 0x080808080808082b, 0x0808080808081919, 0x0808080808082b08,
     0x0808080808082b2b, 0x0808080808190819, 0x0808080808191908, 0x080808080819192b,
@@ -203,6 +205,7 @@ pub(super) const IQ2_XS: [u64; 512] = [
 ];
 
 /// IQ2_S: 1024 rows of 8 magnitudes (8, 25 or 43).
+#[rustfmt::skip]
 pub(super) const IQ2_S: [u64; 1024] = [
     0x0808080808080808, 0x080808080808082b, 0x0808080808081919, 0x0808080808082b08,
     0x0808080808082b2b, 0x0808080808190819, 0x0808080808191908, 0x080808080819192b,
@@ -463,6 +466,7 @@ pub(super) const IQ2_S: [u64; 1024] = [
 ];
 
 /// IQ3_XXS: 256 rows of 4 magnitudes (4 to 62).
+#[rustfmt::skip]
 pub(super) const IQ3_XXS: [u32; 256] = [
     0x04040404, 0x04040414, 0x04040424, 0x04040c0c, 0x04040c1c, 0x04040c3e, 0x04041404,
     0x04041414, 0x04041c0c, 0x04042414, 0x04043e1c, 0x04043e2c, 0x040c040c, 0x040c041c,
@@ -504,6 +508,7 @@ pub(super) const IQ3_XXS: [u32; 256] = [
 ];
 
 /// IQ3_S: 512 rows of 4 magnitudes (odd, 1 to 15).
+#[rustfmt::skip]
 pub(super) const IQ3_S: [u32; 512] = [
     0x01010101, 0x01010103, 0x01010105, 0x0101010b, 0x0101010f, 0x01010301, 0x01010303,
     0x01010305, 0x01010309, 0x0101030d, 0x01010501, 0x01010503, 0x0101050b, 0x01010707,
@@ -582,6 +587,7 @@ pub(super) const IQ3_S: [u32; 512] = [
 ];
 
 /// IQ1_S and IQ1_M: 2048 rows of 8 values in -1, 0, 1 (signed bytes).
+#[rustfmt::skip]
 pub(super) const IQ1_S: [u64; 2048] = [
     0xffffffffffffffff, 0xffffffffffffff01, 0xffffffffffff0000, 0xffffffffffff01ff,
     0xffffffffffff0101, 0xffffffffff00ff00, 0xffffffffff000000, 0xffffffffff01ffff,

@@ -166,10 +166,7 @@ impl Lattice for IQ2S {
 /// `2 s + 1` of a byte's low and high nibbles.
 #[inline(always)]
 fn odd_nibbles(byte: u8) -> [i16; 2] {
-    [
-        2 * i16::from(byte & 15) + 1,
-        2 * i16::from(byte >> 4) + 1,
-    ]
+    [2 * i16::from(byte & 15) + 1, 2 * i16::from(byte >> 4) + 1]
 }
 
 /// `[d: f16][qs: 64][32 bytes]`: eight 8-bit indices of four-weight rows per chunk, and
@@ -183,7 +180,11 @@ impl Lattice for IQ3XXS {
         let signs = u32_at(block.add(66 + 4 * j));
         let grid = &iq_grids::IQ3_XXS;
         std::array::from_fn(|l| {
-            let row = two_rows(grid, usize::from(*q.add(2 * l)), usize::from(*q.add(2 * l + 1)));
+            let row = two_rows(
+                grid,
+                usize::from(*q.add(2 * l)),
+                usize::from(*q.add(2 * l + 1)),
+            );
             with_signs(row, even_signs(signs >> (7 * l)))
         })
     }
@@ -224,7 +225,8 @@ impl Lattice for IQ1S {
     unsafe fn weights(block: *const u8, j: usize) -> [u64; 4] {
         let high = u16_at(block.add(34 + 2 * j));
         std::array::from_fn(|l| {
-            let index = usize::from(*block.add(2 + 4 * j + l)) | (usize::from((high >> (3 * l)) & 7) << 8);
+            let index =
+                usize::from(*block.add(2 + 4 * j + l)) | (usize::from((high >> (3 * l)) & 7) << 8);
             shifted_eighths(iq_grids::IQ1_S[index], high & 0x8000 != 0)
         })
     }
@@ -253,7 +255,10 @@ impl Lattice for IQ1M {
     #[inline(always)]
     unsafe fn base<S: Simd16>(block: *const u8, _j: usize) -> f32 {
         let word = |i: usize| u16_at(block.add(48 + 2 * i));
-        let bits = (word(0) >> 12) | ((word(1) >> 8) & 0xF0) | ((word(2) >> 4) & 0xF00) | (word(3) & 0xF000);
+        let bits = (word(0) >> 12)
+            | ((word(1) >> 8) & 0xF0)
+            | ((word(2) >> 4) & 0xF00)
+            | (word(3) & 0xF000);
         S::f16_to_f32(bits) * 0.125
     }
     #[inline(always)]
@@ -341,7 +346,11 @@ mod tests {
         for signs in 0..=255u8 {
             let got = with_signs(row, signs).to_le_bytes();
             for (i, (&g, &m)) in got.iter().zip(&row.to_le_bytes()).enumerate() {
-                let want = if signs >> i & 1 == 1 { -(m as i8) } else { m as i8 };
+                let want = if signs >> i & 1 == 1 {
+                    -(m as i8)
+                } else {
+                    m as i8
+                };
                 assert_eq!(g as i8, want, "byte {i} of signs {signs:08b}");
             }
         }
