@@ -172,3 +172,26 @@ fn other_name(id: u32) -> String {
     };
     name.to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_round_trip_and_every_type_is_named() {
+        for id in 0..64 {
+            let t = TensorType::from_id(id);
+            assert_eq!(t.id(), id);
+            if t.block().is_some() {
+                assert!(!matches!(t, TensorType::Other(_)), "{id}");
+            }
+        }
+        assert_eq!(TensorType::from_id(29).name(), "IQ1_M");
+        assert_eq!(TensorType::from_id(29).block(), Some((256, 56)));
+        // Still refused, by name.
+        for (id, name) in [(34, "TQ1_0"), (35, "TQ2_0"), (39, "MXFP4")] {
+            assert_eq!(TensorType::from_id(id), TensorType::Other(id));
+            assert_eq!(TensorType::from_id(id).name(), name);
+        }
+    }
+}

@@ -51,7 +51,7 @@ pub enum ModelError {
     Gguf(#[from] pagoda_gguf::GgufError),
     #[error("unsupported GGUF architecture {0:?}: Pagoda runs llama (and Mistral, stored as llama), qwen2 and qwen3")]
     UnsupportedGgufArchitecture(String),
-    #[error("tensor `{name}` has type {tensor_type}, which Pagoda cannot run (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K are supported)")]
+    #[error("tensor `{name}` has type {tensor_type}, which Pagoda cannot run (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K to Q6_K, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_NL and IQ4_XS are supported)")]
     UnsupportedTensorType { name: String, tensor_type: String },
     #[error("GGUF tensor `{name}` is malformed: {reason}")]
     BadGgufTensor { name: String, reason: String },
