@@ -6,8 +6,7 @@ tensor types, as the `gguf` package (pip, published by llama.cpp) decodes them.
     python scripts/make_iq_grids.py
 
 Each grid row is the magnitudes of 8 (IQ2, IQ1) or 4 (IQ3) consecutive weights; a row is
-written as one little-endian integer whose byte `i` is weight `i` (IQ1's -1/0/1 as signed
-bytes). The file is data, generated once and committed; the test that decodes
+written as one little-endian integer whose byte `i` is weight `i` (IQ1's -1/0/1 plus one). The file is data, generated once and committed; the test that decodes
 quant-blocks.gguf bit for bit checks it.
 """
 
@@ -25,13 +24,16 @@ GRIDS = [
     ("IQ2_S", quants.IQ2_S, 8, "IQ2_S: 1024 rows of 8 magnitudes (8, 25 or 43)"),
     ("IQ3_XXS", quants.IQ3_XXS, 4, "IQ3_XXS: 256 rows of 4 magnitudes (4 to 62)"),
     ("IQ3_S", quants.IQ3_S, 4, "IQ3_S: 512 rows of 4 magnitudes (odd, 1 to 15)"),
-    ("IQ1_S", quants.IQ1_S, 8, "IQ1_S and IQ1_M: 2048 rows of 8 values in -1, 0, 1 (signed bytes)"),
+    ("IQ1_S", quants.IQ1_S, 8, "IQ1_S and IQ1_M: 2048 rows of 8 values `g + 1`, `g` in -1, 0, 1"),
 ]
 
 
 def rows_as_ints(cls, width: int) -> list[int]:
     cls.init_grid()
     grid = cls.grid.reshape(cls.grid_shape).astype(np.int64)
+    if cls is quants.IQ1_S:
+        # Stored non-negative, so that the kernels' bytewise arithmetic never borrows.
+        grid = grid + 1
     assert grid.shape[1] == width
     as_bytes = (grid & 0xFF).astype(np.uint8)
     return [int.from_bytes(bytes(row), "little") for row in as_bytes]

@@ -110,6 +110,9 @@ pub trait Simd16: Copy {
     unsafe fn bytes_lookup16(b: Self::Bytes, table: &[u8; 16]) -> Self::Bytes;
     /// `b - v` per byte, wrapping (values become signed).
     unsafe fn bytes_sub(b: Self::Bytes, v: u8) -> Self::Bytes;
+    /// `-b` in the bytes whose bit of `word` is set, `b` elsewhere (wrapping): the codebook
+    /// types' signs.
+    unsafe fn bytes_negated_where(b: Self::Bytes, word: u32) -> Self::Bytes;
     /// `v` in byte `i` where bit `i` of `word` is set, 0 elsewhere.
     unsafe fn bytes_where_bits(word: u32, v: u8) -> Self::Bytes;
     unsafe fn bytes_zero() -> Self::Bytes;
@@ -479,6 +482,16 @@ impl Simd16 for Scalar {
     #[inline(always)]
     unsafe fn bytes_where_bits(word: u32, v: u8) -> Self::Bytes {
         std::array::from_fn(|i| if (word >> i) & 1 == 1 { v } else { 0 })
+    }
+    #[inline(always)]
+    unsafe fn bytes_negated_where(b: Self::Bytes, word: u32) -> Self::Bytes {
+        std::array::from_fn(|i| {
+            if (word >> i) & 1 == 1 {
+                b[i].wrapping_neg()
+            } else {
+                b[i]
+            }
+        })
     }
     #[inline(always)]
     unsafe fn bytes_zero() -> Self::Bytes {
@@ -973,6 +986,12 @@ mod x86 {
             #[inline(always)]
             unsafe fn bytes_sub(b: __m256i, v: u8) -> __m256i {
                 _mm256_sub_epi8(b, _mm256_set1_epi8(v as i8))
+            }
+            #[inline(always)]
+            unsafe fn bytes_negated_where(b: __m256i, word: u32) -> __m256i {
+                // `(b ^ m) - m`: with `m` all ones, `!b + 1`.
+                let m = Self::bytes_where_bits(word, 0xFF);
+                _mm256_sub_epi8(_mm256_xor_si256(b, m), m)
             }
             #[inline(always)]
             unsafe fn bytes_zero() -> __m256i {

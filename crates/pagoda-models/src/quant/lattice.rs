@@ -13,14 +13,29 @@ use super::formats::{f16_scalar, Factors, Format, IntFormat};
 use super::iq_grids;
 use crate::kernels::simd::Simd16;
 
-/// The 32 weights of one chunk as signed bytes, with their scale.
+/// A chunk's 32 weights `w` as bytes (`bytes[l]` byte `i`: weight `8 l + i`) before their
+/// signs, and the signs: bit `i` of `negative` set where weight `i` is negative.
+struct Weights {
+    bytes: [u64; 4],
+    negative: u32,
+}
+
+impl Weights {
+    /// The bytes with their signs, in scalar code (the float path's decoding).
+    #[inline(always)]
+    fn signed(&self) -> [u64; 4] {
+        std::array::from_fn(|l| with_signs(self.bytes[l], (self.negative >> (8 * l)) as u8))
+    }
+}
+
+/// The 32 weights of one chunk, with their scale.
 trait Lattice {
     const SIZE: usize;
     /// The chunk's `w`.
     ///
     /// # Safety
     /// `block` holds a whole block and `j < 8`.
-    unsafe fn weights(block: *const u8, j: usize) -> [u64; 4];
+    unsafe fn weights(block: *const u8, j: usize) -> Weights;
     /// The chunk's `base` (exact).
     ///
     /// # Safety
@@ -53,17 +68,29 @@ fn with_signs(row: u64, signs: u8) -> u64 {
     (row ^ (negative * 0xFF)) + negative
 }
 
+/// Four groups' sign bytes as one word, group `l` in byte `l`.
+#[inline(always)]
+fn sign_word(group: impl Fn(usize) -> u8) -> u32 {
+    u32::from_le_bytes(std::array::from_fn(group))
+}
+
 /// Two four-weight IQ3 codebook rows, the first in the low bytes.
 #[inline(always)]
 fn two_rows(grid: &[u32], a: usize, b: usize) -> u64 {
     u64::from(grid[a]) | (u64::from(grid[b]) << 32)
 }
 
-/// IQ1's eight weights `8 g + 1` (or `8 g - 1` when `negative_shift`), `g` in -1, 0, 1.
+/// IQ1's eight weights `8 g + 1` (or `8 g - 1` when `negative_shift`) from the codebook's
+/// bytes `g + 1` (0, 1 or 2): `8 (g + 1) - 7` (or `- 9`) computed as `(8 (g + 1) + 128 - 7)
+/// ^ 128`, whose bytes never carry or borrow (they stay in 0x77..=0x89 before the xor).
 #[inline(always)]
 fn shifted_eighths(row: u64, negative_shift: bool) -> u64 {
-    let shift: i8 = if negative_shift { -1 } else { 1 };
-    u64::from_le_bytes(row.to_le_bytes().map(|g| (8 * (g as i8) + shift) as u8))
+    let biased = if negative_shift {
+        0x7777_7777_7777_7777
+    } else {
+        0x7979_7979_7979_7979
+    };
+    ((row << 3) + biased) ^ 0x8080_8080_8080_8080
 }
 
 #[inline(always)]
@@ -102,13 +129,13 @@ pub struct IQ1M;
 impl Lattice for IQ2XXS {
     const SIZE: usize = 66;
     #[inline(always)]
-    unsafe fn weights(block: *const u8, j: usize) -> [u64; 4] {
+    unsafe fn weights(block: *const u8, j: usize) -> Weights {
         let q = block.add(2 + 8 * j);
         let signs = u32_at(q.add(4));
-        std::array::from_fn(|l| {
-            let row = iq_grids::IQ2_XXS[usize::from(*q.add(l))];
-            with_signs(row, even_signs(signs >> (7 * l)))
-        })
+        Weights {
+            bytes: std::array::from_fn(|l| iq_grids::IQ2_XXS[usize::from(*q.add(l))]),
+            negative: sign_word(|l| even_signs(signs >> (7 * l))),
+        }
     }
     #[inline(always)]
     unsafe fn base<S: Simd16>(block: *const u8, j: usize) -> f32 {
@@ -122,12 +149,12 @@ impl Lattice for IQ2XXS {
 impl Lattice for IQ2XS {
     const SIZE: usize = 74;
     #[inline(always)]
-    unsafe fn weights(block: *const u8, j: usize) -> [u64; 4] {
-        std::array::from_fn(|l| {
-            let q = u16_at(block.add(2 + 2 * (4 * j + l)));
-            let row = iq_grids::IQ2_XS[usize::from(q & 511)];
-            with_signs(row, even_signs(u32::from(q >> 9)))
-        })
+    unsafe fn weights(block: *const u8, j: usize) -> Weights {
+        let q = |l: usize| u16_at(block.add(2 + 2 * (4 * j + l)));
+        Weights {
+            bytes: std::array::from_fn(|l| iq_grids::IQ2_XS[usize::from(q(l) & 511)]),
+            negative: sign_word(|l| even_signs(u32::from(q(l) >> 9))),
+        }
     }
     #[inline(always)]
     unsafe fn base<S: Simd16>(block: *const u8, _j: usize) -> f32 {
@@ -145,13 +172,16 @@ impl Lattice for IQ2XS {
 impl Lattice for IQ2S {
     const SIZE: usize = 82;
     #[inline(always)]
-    unsafe fn weights(block: *const u8, j: usize) -> [u64; 4] {
+    unsafe fn weights(block: *const u8, j: usize) -> Weights {
         let high = *block.add(66 + j);
-        std::array::from_fn(|l| {
-            let k = 4 * j + l;
-            let index = usize::from(*block.add(2 + k)) | (usize::from((high >> (2 * l)) & 3) << 8);
-            with_signs(iq_grids::IQ2_S[index], *block.add(34 + k))
-        })
+        Weights {
+            bytes: std::array::from_fn(|l| {
+                let index = usize::from(*block.add(2 + 4 * j + l))
+                    | (usize::from((high >> (2 * l)) & 3) << 8);
+                iq_grids::IQ2_S[index]
+            }),
+            negative: u32_at(block.add(34 + 4 * j)),
+        }
     }
     #[inline(always)]
     unsafe fn base<S: Simd16>(block: *const u8, _j: usize) -> f32 {
@@ -175,18 +205,13 @@ fn odd_nibbles(byte: u8) -> [i16; 2] {
 impl Lattice for IQ3XXS {
     const SIZE: usize = 98;
     #[inline(always)]
-    unsafe fn weights(block: *const u8, j: usize) -> [u64; 4] {
-        let q = block.add(2 + 8 * j);
+    unsafe fn weights(block: *const u8, j: usize) -> Weights {
+        let q = |k: usize| usize::from(*block.add(2 + 8 * j + k));
         let signs = u32_at(block.add(66 + 4 * j));
-        let grid = &iq_grids::IQ3_XXS;
-        std::array::from_fn(|l| {
-            let row = two_rows(
-                grid,
-                usize::from(*q.add(2 * l)),
-                usize::from(*q.add(2 * l + 1)),
-            );
-            with_signs(row, even_signs(signs >> (7 * l)))
-        })
+        Weights {
+            bytes: std::array::from_fn(|l| two_rows(&iq_grids::IQ3_XXS, q(2 * l), q(2 * l + 1))),
+            negative: sign_word(|l| even_signs(signs >> (7 * l))),
+        }
     }
     #[inline(always)]
     unsafe fn base<S: Simd16>(block: *const u8, j: usize) -> f32 {
@@ -200,14 +225,15 @@ impl Lattice for IQ3XXS {
 impl Lattice for IQ3S {
     const SIZE: usize = 110;
     #[inline(always)]
-    unsafe fn weights(block: *const u8, j: usize) -> [u64; 4] {
+    unsafe fn weights(block: *const u8, j: usize) -> Weights {
         let (q, high) = (block.add(2 + 8 * j), *block.add(66 + j));
         let index = |k: usize| usize::from(*q.add(k)) | (usize::from((high >> k) & 1) << 8);
-        let grid = &iq_grids::IQ3_S;
-        std::array::from_fn(|l| {
-            let row = two_rows(grid, index(2 * l), index(2 * l + 1));
-            with_signs(row, *block.add(74 + 4 * j + l))
-        })
+        Weights {
+            bytes: std::array::from_fn(|l| {
+                two_rows(&iq_grids::IQ3_S, index(2 * l), index(2 * l + 1))
+            }),
+            negative: u32_at(block.add(74 + 4 * j)),
+        }
     }
     #[inline(always)]
     unsafe fn base<S: Simd16>(block: *const u8, j: usize) -> f32 {
@@ -222,13 +248,14 @@ impl Lattice for IQ3S {
 impl Lattice for IQ1S {
     const SIZE: usize = 50;
     #[inline(always)]
-    unsafe fn weights(block: *const u8, j: usize) -> [u64; 4] {
+    unsafe fn weights(block: *const u8, j: usize) -> Weights {
         let high = u16_at(block.add(34 + 2 * j));
-        std::array::from_fn(|l| {
+        let bytes = std::array::from_fn(|l| {
             let index =
                 usize::from(*block.add(2 + 4 * j + l)) | (usize::from((high >> (3 * l)) & 7) << 8);
             shifted_eighths(iq_grids::IQ1_S[index], high & 0x8000 != 0)
-        })
+        });
+        Weights { bytes, negative: 0 }
     }
     #[inline(always)]
     unsafe fn base<S: Simd16>(block: *const u8, j: usize) -> f32 {
@@ -244,13 +271,14 @@ impl Lattice for IQ1S {
 impl Lattice for IQ1M {
     const SIZE: usize = 56;
     #[inline(always)]
-    unsafe fn weights(block: *const u8, j: usize) -> [u64; 4] {
-        std::array::from_fn(|l| {
+    unsafe fn weights(block: *const u8, j: usize) -> Weights {
+        let bytes = std::array::from_fn(|l| {
             let k = 4 * j + l;
             let nibble = (*block.add(32 + k / 2) >> (4 * (k % 2))) & 15;
             let index = usize::from(*block.add(k)) | (usize::from(nibble & 7) << 8);
             shifted_eighths(iq_grids::IQ1_S[index], nibble & 8 != 0)
-        })
+        });
+        Weights { bytes, negative: 0 }
     }
     #[inline(always)]
     unsafe fn base<S: Simd16>(block: *const u8, _j: usize) -> f32 {
@@ -274,14 +302,14 @@ impl Lattice for IQ1M {
 /// `Format` and `IntFormat` of a `Lattice` type: signed integers without offsets, `SPAN`
 /// from its largest `|w|` (`2 * 127 * |w| * SPAN < 2^15`).
 macro_rules! lattice_format {
-    ($T:ty, span: $span:expr, factors: $factors:expr) => {
+    ($T:ty, span: $span:expr, factors: $factors:expr, signs: $signs:expr) => {
         impl Format for $T {
             const VALUES: usize = 256;
             const BYTES: usize = <$T as Lattice>::SIZE;
             #[inline(always)]
             unsafe fn decode32<S: Simd16>(row: *const u8, chunk: usize) -> (S, S) {
                 let (b, j) = (row.add((chunk / 8) * <Self as Format>::BYTES), chunk % 8);
-                let w = Self::weights(b, j);
+                let w = Self::weights(b, j).signed();
                 let w = w.as_ptr() as *const i8;
                 let base = Self::base::<S>(b, j);
                 let [lo, hi] = Self::chunk_factors(b, j);
@@ -299,8 +327,15 @@ macro_rules! lattice_format {
             const FACTORS: Factors = $factors;
             #[inline(always)]
             unsafe fn chunk_q<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
+                const HAS_SIGNS: bool = $signs;
                 let (b, j) = (row.add((chunk / 8) * <Self as Format>::BYTES), chunk % 8);
-                S::bytes_load(Self::weights(b, j).as_ptr() as *const u8)
+                let w = Self::weights(b, j);
+                let bytes = S::bytes_load(w.bytes.as_ptr() as *const u8);
+                if HAS_SIGNS {
+                    S::bytes_negated_where(bytes, w.negative)
+                } else {
+                    bytes
+                }
             }
             #[inline(always)]
             unsafe fn factors(row: *const u8, chunk: usize) -> [i16; 2] {
@@ -316,14 +351,14 @@ macro_rules! lattice_format {
 }
 
 // |w| up to 43 (IQ2), 62 (IQ3_XXS), 15 (IQ3_S), 9 (IQ1); factors per half chunk widen
-// every half on its own (a span of at most 4).
-lattice_format!(IQ2XXS, span: 2, factors: Factors::One);
-lattice_format!(IQ2XS, span: 2, factors: Factors::PerHalf);
-lattice_format!(IQ2S, span: 2, factors: Factors::PerHalf);
-lattice_format!(IQ3XXS, span: 2, factors: Factors::One);
-lattice_format!(IQ3S, span: 8, factors: Factors::One);
-lattice_format!(IQ1S, span: 8, factors: Factors::One);
-lattice_format!(IQ1M, span: 4, factors: Factors::PerHalf);
+// every half on its own (a span of at most 4). IQ1's weights carry their signs already.
+lattice_format!(IQ2XXS, span: 2, factors: Factors::One, signs: true);
+lattice_format!(IQ2XS, span: 2, factors: Factors::PerHalf, signs: true);
+lattice_format!(IQ2S, span: 2, factors: Factors::PerHalf, signs: true);
+lattice_format!(IQ3XXS, span: 2, factors: Factors::One, signs: true);
+lattice_format!(IQ3S, span: 8, factors: Factors::One, signs: true);
+lattice_format!(IQ1S, span: 8, factors: Factors::One, signs: false);
+lattice_format!(IQ1M, span: 4, factors: Factors::PerHalf, signs: false);
 
 #[cfg(test)]
 mod tests {
@@ -337,6 +372,22 @@ mod tests {
         for i in 0..8 {
             assert_eq!(even_signs(i as u32), first[i]);
             assert_eq!(even_signs(120 + i as u32), last[i]);
+        }
+    }
+
+    #[test]
+    fn iq1_weights_are_eight_g_plus_or_minus_one() {
+        // Rows of `g + 1` in every combination of the three values over the bytes.
+        for seed in 0..6561u64 {
+            let g: [u8; 8] = std::array::from_fn(|i| ((seed / 3u64.pow(i as u32 % 8)) % 3) as u8);
+            let row = u64::from_le_bytes(g);
+            for (negative, shift) in [(false, 1i8), (true, -1)] {
+                let got = shifted_eighths(row, negative).to_le_bytes();
+                for i in 0..8 {
+                    let want = 8 * (g[i] as i8 - 1) + shift;
+                    assert_eq!(got[i] as i8, want, "byte {i} of {g:?}, shift {shift}");
+                }
+            }
         }
     }
 
