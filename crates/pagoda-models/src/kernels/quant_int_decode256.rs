@@ -314,15 +314,21 @@ unsafe fn eight_ints<F: IntFormat, const T: usize, const FULL: bool>(
     factors: [__m256i; 2],
 ) -> [__m256i; T] {
     let low_biased = F::LOW_BIAS != 0;
+    let signed = F::SIGNED && !low_biased;
     // Macros, not closures: a closure is compiled without the path's target features.
+    // Each chunk as the unsigned operand of `vpmaddubsw` and, when signed, the signs.
     macro_rules! weights {
         ($k:literal) => {{
             if !FULL && $k >= present {
-                _mm256_setzero_si256()
+                (_mm256_setzero_si256(), _mm256_setzero_si256())
             } else if low_biased {
-                F::chunk_stored::<Avx2>(row, first + $k)
+                let w = F::chunk_stored::<Avx2>(row, first + $k);
+                (w, w)
+            } else if signed {
+                F::chunk_abs_signs::<Avx2>(row, first + $k)
             } else {
-                F::chunk_q::<Avx2>(row, first + $k)
+                let w = F::chunk_q::<Avx2>(row, first + $k);
+                (w, w)
             }
         }};
     }
@@ -388,10 +394,11 @@ const fn span16<F: IntFormat>() -> usize {
     }
 }
 
-/// One token's totals of the chunks whose weights are `w` (`eight_ints`).
+/// One token's totals of the chunks whose weights are `w` (`eight_ints`: each chunk's
+/// unsigned operand and, when signed, its signs).
 #[inline(always)]
 unsafe fn token_ints<F: IntFormat, const FULL: bool>(
-    w: &[__m256i; 8],
+    w: &[(__m256i, __m256i); 8],
     pairs: FactorPairs,
     first: usize,
     present: usize,
@@ -407,10 +414,10 @@ unsafe fn token_ints<F: IntFormat, const FULL: bool>(
             if !FULL && $k >= present {
                 _mm256_setzero_si256()
             } else {
-                let w = w[$k];
+                let (w, signs) = w[$k];
                 let x = _mm256_loadu_si256(x.add(32 * $k) as *const __m256i);
                 if signed {
-                    _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w))
+                    _mm256_maddubs_epi16(w, _mm256_sign_epi8(x, signs))
                 } else {
                     _mm256_maddubs_epi16(w, x)
                 }

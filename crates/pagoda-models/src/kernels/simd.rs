@@ -115,6 +115,8 @@ pub trait Simd16: Copy {
     unsafe fn bytes_negated_where(b: Self::Bytes, word: u32) -> Self::Bytes;
     /// `v` in byte `i` where bit `i` of `word` is set, 0 elsewhere.
     unsafe fn bytes_where_bits(word: u32, v: u8) -> Self::Bytes;
+    /// `|b|` per byte, `b` signed (`-128` stays `0x80`, 128 unsigned).
+    unsafe fn bytes_abs(b: Self::Bytes) -> Self::Bytes;
     unsafe fn bytes_zero() -> Self::Bytes;
     /// Sixteen i16 lanes, 0-7 `lo` and 8-15 `hi`: the integer factors of a chunk's values
     /// 0-15 and 16-31.
@@ -494,6 +496,10 @@ impl Simd16 for Scalar {
         })
     }
     #[inline(always)]
+    unsafe fn bytes_abs(b: Self::Bytes) -> Self::Bytes {
+        b.map(|v| (v as i8).unsigned_abs())
+    }
+    #[inline(always)]
     unsafe fn bytes_zero() -> Self::Bytes {
         [0; 32]
     }
@@ -862,6 +868,10 @@ mod x86 {
             )
         }
         #[inline(always)]
+        pub unsafe fn abs(b: __m256i) -> __m256i {
+            _mm256_abs_epi8(b)
+        }
+        #[inline(always)]
         pub unsafe fn prep(w: __m256i, signed: bool) -> (__m256i, __m256i) {
             if signed {
                 (_mm256_abs_epi8(w), w)
@@ -992,6 +1002,10 @@ mod x86 {
                 // `(b ^ m) - m`: with `m` all ones, `!b + 1`.
                 let m = Self::bytes_where_bits(word, 0xFF);
                 _mm256_sub_epi8(_mm256_xor_si256(b, m), m)
+            }
+            #[inline(always)]
+            unsafe fn bytes_abs(b: __m256i) -> __m256i {
+                bytes::abs(b)
             }
             #[inline(always)]
             unsafe fn bytes_zero() -> __m256i {

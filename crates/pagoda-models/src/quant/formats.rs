@@ -461,6 +461,18 @@ pub trait IntFormat: Format {
     /// # Safety
     /// As `Format::decode32`.
     unsafe fn chunk_q<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes;
+    /// A signed format's `|q|` and bytes carrying the signs of `q` (negative where `q` is,
+    /// not zero where `q` is not): the operands of `vpmaddubsw` and of the `vpsignb` that
+    /// moves the signs onto the activations. The codebook types hold magnitudes and signs
+    /// apart and hand them over without negating.
+    ///
+    /// # Safety
+    /// As `Format::decode32`.
+    #[inline(always)]
+    unsafe fn chunk_abs_signs<S: Simd16>(row: *const u8, chunk: usize) -> (S::Bytes, S::Bytes) {
+        let q = Self::chunk_q::<S>(row, chunk);
+        (S::bytes_abs(q), q)
+    }
     /// A signed format's `q + 128` as unsigned bytes (the unsigned operand of `vpdpbusd`
     /// without moving the signs onto the activations).
     ///

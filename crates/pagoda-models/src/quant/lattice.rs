@@ -14,17 +14,37 @@ use super::iq_grids;
 use crate::kernels::simd::Simd16;
 
 /// A chunk's 32 weights `w` as bytes (`bytes[l]` byte `i`: weight `8 l + i`) before their
-/// signs, and the signs: bit `i` of `negative` set where weight `i` is negative.
+/// signs, and where they are negative.
 struct Weights {
     bytes: [u64; 4],
-    negative: u32,
+    negative: Negative,
+}
+
+/// Which of a chunk's weights are negative.
+#[derive(Clone, Copy)]
+enum Negative {
+    /// Weight `i` where bit `i` is set (the types storing a plain bit per weight).
+    Bits(u32),
+    /// Weight `8 l + i` where byte `i` of word `l` is 0xFF (the signs with a parity bit,
+    /// looked up in `EVEN_SIGN_MASKS`).
+    Masks([u64; 4]),
+    /// None: `bytes` are signed already (IQ1).
+    Signed,
 }
 
 impl Weights {
-    /// The bytes with their signs, in scalar code (the float path's decoding).
+    /// The bytes with their signs, in scalar code.
     #[inline(always)]
     fn signed(&self) -> [u64; 4] {
-        std::array::from_fn(|l| with_signs(self.bytes[l], (self.negative >> (8 * l)) as u8))
+        match self.negative {
+            Negative::Bits(word) => std::array::from_fn(|l| {
+                negated_where(self.bytes[l], sign_mask((word >> (8 * l)) as u8))
+            }),
+            Negative::Masks(masks) => {
+                std::array::from_fn(|l| negated_where(self.bytes[l], masks[l]))
+            }
+            Negative::Signed => self.bytes,
+        }
     }
 }
 
@@ -54,24 +74,43 @@ trait Lattice {
 /// The sign of weight `i` of a group of eight in bit `i` of seven stored bits, the eighth
 /// bit making the number of negative weights even (ggml's `ksigns_iq2xs`).
 #[inline(always)]
-fn even_signs(seven: u32) -> u8 {
+const fn even_signs(seven: u32) -> u8 {
     let seven = (seven & 127) as u8;
     seven | (((seven.count_ones() & 1) as u8) << 7)
 }
 
-/// The eight magnitudes (bytes, none zero) of `row`, negated where bit `i` of `signs` is
-/// set: bytewise `(g ^ 0xFF) + 1`, which never carries because no `g` is zero.
+/// Byte `i` 0xFF where bit `i` of `signs` is set, else 0.
 #[inline(always)]
-fn with_signs(row: u64, signs: u8) -> u64 {
-    let spread = u64::from(signs).wrapping_mul(0x0101_0101_0101_0101) & 0x8040_2010_0804_0201;
+const fn sign_mask(signs: u8) -> u64 {
+    let spread = (signs as u64).wrapping_mul(0x0101_0101_0101_0101) & 0x8040_2010_0804_0201;
     let negative = ((spread + 0x7F7F_7F7F_7F7F_7F7F) & 0x8080_8080_8080_8080) >> 7;
-    (row ^ (negative * 0xFF)) + negative
+    negative * 0xFF
 }
 
-/// Four groups' sign bytes as one word, group `l` in byte `l`.
+/// `sign_mask(even_signs(k))`: a table read costs less than the parity.
+const EVEN_SIGN_MASKS: [u64; 128] = {
+    let mut masks = [0; 128];
+    let mut k = 0;
+    while k < 128 {
+        masks[k] = sign_mask(even_signs(k as u32));
+        k += 1;
+    }
+    masks
+};
+
+/// The even-parity sign masks of four groups, group `l`'s seven bits at bit `7 l` of `word`.
 #[inline(always)]
-fn sign_word(group: impl Fn(usize) -> u8) -> u32 {
-    u32::from_le_bytes(std::array::from_fn(group))
+fn even_sign_masks(word: u32) -> Negative {
+    Negative::Masks(std::array::from_fn(|l| {
+        EVEN_SIGN_MASKS[((word >> (7 * l)) & 127) as usize]
+    }))
+}
+
+/// The eight magnitudes (bytes, none zero) of `row`, negated where `mask`'s byte is 0xFF:
+/// bytewise `(g ^ 0xFF) + 1`, which never carries because no `g` is zero.
+#[inline(always)]
+fn negated_where(row: u64, mask: u64) -> u64 {
+    (row ^ mask) + (mask & 0x0101_0101_0101_0101)
 }
 
 /// Two four-weight IQ3 codebook rows, the first in the low bytes.
@@ -131,10 +170,9 @@ impl Lattice for IQ2XXS {
     #[inline(always)]
     unsafe fn weights(block: *const u8, j: usize) -> Weights {
         let q = block.add(2 + 8 * j);
-        let signs = u32_at(q.add(4));
         Weights {
             bytes: std::array::from_fn(|l| iq_grids::IQ2_XXS[usize::from(*q.add(l))]),
-            negative: sign_word(|l| even_signs(signs >> (7 * l))),
+            negative: even_sign_masks(u32_at(q.add(4))),
         }
     }
     #[inline(always)]
@@ -153,7 +191,9 @@ impl Lattice for IQ2XS {
         let q = |l: usize| u16_at(block.add(2 + 2 * (4 * j + l)));
         Weights {
             bytes: std::array::from_fn(|l| iq_grids::IQ2_XS[usize::from(q(l) & 511)]),
-            negative: sign_word(|l| even_signs(u32::from(q(l) >> 9))),
+            negative: Negative::Masks(std::array::from_fn(|l| {
+                EVEN_SIGN_MASKS[usize::from(q(l) >> 9)]
+            })),
         }
     }
     #[inline(always)]
@@ -180,7 +220,7 @@ impl Lattice for IQ2S {
                     | (usize::from((high >> (2 * l)) & 3) << 8);
                 iq_grids::IQ2_S[index]
             }),
-            negative: u32_at(block.add(34 + 4 * j)),
+            negative: Negative::Bits(u32_at(block.add(34 + 4 * j))),
         }
     }
     #[inline(always)]
@@ -207,10 +247,9 @@ impl Lattice for IQ3XXS {
     #[inline(always)]
     unsafe fn weights(block: *const u8, j: usize) -> Weights {
         let q = |k: usize| usize::from(*block.add(2 + 8 * j + k));
-        let signs = u32_at(block.add(66 + 4 * j));
         Weights {
             bytes: std::array::from_fn(|l| two_rows(&iq_grids::IQ3_XXS, q(2 * l), q(2 * l + 1))),
-            negative: sign_word(|l| even_signs(signs >> (7 * l))),
+            negative: even_sign_masks(u32_at(block.add(66 + 4 * j))),
         }
     }
     #[inline(always)]
@@ -232,7 +271,7 @@ impl Lattice for IQ3S {
             bytes: std::array::from_fn(|l| {
                 two_rows(&iq_grids::IQ3_S, index(2 * l), index(2 * l + 1))
             }),
-            negative: u32_at(block.add(74 + 4 * j)),
+            negative: Negative::Bits(u32_at(block.add(74 + 4 * j))),
         }
     }
     #[inline(always)]
@@ -255,7 +294,10 @@ impl Lattice for IQ1S {
                 usize::from(*block.add(2 + 4 * j + l)) | (usize::from((high >> (3 * l)) & 7) << 8);
             shifted_eighths(iq_grids::IQ1_S[index], high & 0x8000 != 0)
         });
-        Weights { bytes, negative: 0 }
+        Weights {
+            bytes,
+            negative: Negative::Signed,
+        }
     }
     #[inline(always)]
     unsafe fn base<S: Simd16>(block: *const u8, j: usize) -> f32 {
@@ -278,7 +320,10 @@ impl Lattice for IQ1M {
             let index = usize::from(*block.add(k)) | (usize::from(nibble & 7) << 8);
             shifted_eighths(iq_grids::IQ1_S[index], nibble & 8 != 0)
         });
-        Weights { bytes, negative: 0 }
+        Weights {
+            bytes,
+            negative: Negative::Signed,
+        }
     }
     #[inline(always)]
     unsafe fn base<S: Simd16>(block: *const u8, _j: usize) -> f32 {
@@ -302,7 +347,7 @@ impl Lattice for IQ1M {
 /// `Format` and `IntFormat` of a `Lattice` type: signed integers without offsets, `SPAN`
 /// from its largest `|w|` (`2 * 127 * |w| * SPAN < 2^15`).
 macro_rules! lattice_format {
-    ($T:ty, span: $span:expr, factors: $factors:expr, signs: $signs:expr) => {
+    ($T:ty, span: $span:expr, factors: $factors:expr) => {
         impl Format for $T {
             const VALUES: usize = 256;
             const BYTES: usize = <$T as Lattice>::SIZE;
@@ -327,14 +372,33 @@ macro_rules! lattice_format {
             const FACTORS: Factors = $factors;
             #[inline(always)]
             unsafe fn chunk_q<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
-                const HAS_SIGNS: bool = $signs;
+                let (b, j) = (row.add((chunk / 8) * <Self as Format>::BYTES), chunk % 8);
+                let w = Self::weights(b, j);
+                match w.negative {
+                    Negative::Bits(word) => {
+                        S::bytes_negated_where(S::bytes_load(w.bytes.as_ptr() as *const u8), word)
+                    }
+                    _ => S::bytes_load(w.signed().as_ptr() as *const u8),
+                }
+            }
+            #[inline(always)]
+            unsafe fn chunk_abs_signs<S: Simd16>(
+                row: *const u8,
+                chunk: usize,
+            ) -> (S::Bytes, S::Bytes) {
                 let (b, j) = (row.add((chunk / 8) * <Self as Format>::BYTES), chunk % 8);
                 let w = Self::weights(b, j);
                 let bytes = S::bytes_load(w.bytes.as_ptr() as *const u8);
-                if HAS_SIGNS {
-                    S::bytes_negated_where(bytes, w.negative)
-                } else {
-                    bytes
+                // Magnitudes or-ed with 0xFF where negative carry the signs.
+                match w.negative {
+                    Negative::Bits(word) => {
+                        (bytes, S::bytes_or(bytes, S::bytes_where_bits(word, 0xFF)))
+                    }
+                    Negative::Masks(masks) => (
+                        bytes,
+                        S::bytes_or(bytes, S::bytes_load(masks.as_ptr() as *const u8)),
+                    ),
+                    Negative::Signed => (S::bytes_abs(bytes), bytes),
                 }
             }
             #[inline(always)]
@@ -351,18 +415,53 @@ macro_rules! lattice_format {
 }
 
 // |w| up to 43 (IQ2), 62 (IQ3_XXS), 15 (IQ3_S), 9 (IQ1); factors per half chunk widen
-// every half on its own (a span of at most 4). IQ1's weights carry their signs already.
-lattice_format!(IQ2XXS, span: 2, factors: Factors::One, signs: true);
-lattice_format!(IQ2XS, span: 2, factors: Factors::PerHalf, signs: true);
-lattice_format!(IQ2S, span: 2, factors: Factors::PerHalf, signs: true);
-lattice_format!(IQ3XXS, span: 2, factors: Factors::One, signs: true);
-lattice_format!(IQ3S, span: 8, factors: Factors::One, signs: true);
-lattice_format!(IQ1S, span: 8, factors: Factors::One, signs: false);
-lattice_format!(IQ1M, span: 4, factors: Factors::PerHalf, signs: false);
+// every half on its own (a span of at most 4).
+lattice_format!(IQ2XXS, span: 2, factors: Factors::One);
+lattice_format!(IQ2XS, span: 2, factors: Factors::PerHalf);
+lattice_format!(IQ2S, span: 2, factors: Factors::PerHalf);
+lattice_format!(IQ3XXS, span: 2, factors: Factors::One);
+lattice_format!(IQ3S, span: 8, factors: Factors::One);
+lattice_format!(IQ1S, span: 8, factors: Factors::One);
+lattice_format!(IQ1M, span: 4, factors: Factors::PerHalf);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::simd::Scalar;
+
+    /// `chunk_abs_signs` of random blocks is `chunk_q` apart: `|q|`, and bytes negative
+    /// exactly where `q` is and never zero where `q` is not.
+    fn abs_signs_match_values<T: IntFormat>() {
+        let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+        let block: Vec<u8> = (0..4 * T::BYTES)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        for chunk in 0..32 {
+            let q = unsafe { T::chunk_q::<Scalar>(block.as_ptr(), chunk) };
+            let (abs, signs) = unsafe { T::chunk_abs_signs::<Scalar>(block.as_ptr(), chunk) };
+            for i in 0..32 {
+                let (q, signs) = (q[i] as i8, signs[i] as i8);
+                assert_eq!(abs[i], q.unsigned_abs(), "chunk {chunk} byte {i}");
+                assert_eq!(signs.signum(), q.signum(), "chunk {chunk} byte {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn magnitudes_and_signs_apart_are_the_values() {
+        abs_signs_match_values::<IQ2XXS>();
+        abs_signs_match_values::<IQ2XS>();
+        abs_signs_match_values::<IQ2S>();
+        abs_signs_match_values::<IQ3XXS>();
+        abs_signs_match_values::<IQ3S>();
+        abs_signs_match_values::<IQ1S>();
+        abs_signs_match_values::<IQ1M>();
+    }
 
     #[test]
     fn even_signs_are_ggmls_sign_table() {
@@ -395,7 +494,7 @@ mod tests {
     fn signs_negate_exactly_the_flagged_bytes() {
         let row = 0x2b19_0808_2b19_082b_u64;
         for signs in 0..=255u8 {
-            let got = with_signs(row, signs).to_le_bytes();
+            let got = negated_where(row, sign_mask(signs)).to_le_bytes();
             for (i, (&g, &m)) in got.iter().zip(&row.to_le_bytes()).enumerate() {
                 let want = if signs >> i & 1 == 1 {
                     -(m as i8)
