@@ -12,7 +12,6 @@
 //! spreads the products over a whole model's bytes; `HIDDEN=1024` (say) sets the width of
 //! the rows that are 896 in that model; `ONLY=3` (say) runs that product alone (0 q/k/v, 1 o,
 //! 2 gate/up, 3 down).
-use std::sync::Arc;
 use std::time::Instant;
 
 use pagoda_gguf::TensorType;
@@ -20,8 +19,12 @@ use pagoda_models::aligned::AlignedVec;
 use pagoda_models::kernels::{matmul_with, quant_matmul_with};
 use pagoda_models::matrix::Matrix;
 use pagoda_models::packed::PackedMatrix;
-use pagoda_models::quant::{QuantBytes, QuantMatrix, QuantPart};
+use pagoda_models::quant::QuantMatrix;
 use pagoda_models::WeightDtype;
+
+#[path = "../tests/common/random_blocks.rs"]
+mod random_blocks;
+use random_blocks::random_part;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -140,57 +143,4 @@ fn main() {
         results[0],
         results[results.len() - 1]
     );
-}
-
-/// Random blocks whose f16 scale fields hold small finite values.
-fn random_part(tensor_type: TensorType, rows: usize, cols: usize, seed: u64) -> QuantPart {
-    let (values, block) = tensor_type.block().expect("a supported type");
-    let mut state = seed;
-    let mut next = move || {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (state >> 33) as u32
-    };
-    let mut bytes = Vec::with_capacity(rows * cols / values * block);
-    let f16_bytes = |v: f32| half::f16::from_f32(v).to_le_bytes();
-    for _ in 0..rows * cols / values {
-        let start = bytes.len();
-        bytes.extend((0..block).map(|_| next() as u8));
-        let small = (next() % 1000) as f32 / 40000.0;
-        let fields: &[usize] = match tensor_type {
-            TensorType::Q8_0
-            | TensorType::Q4_0
-            | TensorType::Q5_0
-            | TensorType::IQ4NL
-            | TensorType::IQ4XS
-            | TensorType::IQ2XXS
-            | TensorType::IQ2XS
-            | TensorType::IQ2S
-            | TensorType::IQ3XXS
-            | TensorType::IQ3S
-            | TensorType::IQ1S => &[0],
-            TensorType::Q4K | TensorType::Q5K => &[0, 2],
-            TensorType::Q6K => &[208],
-            TensorType::Q2K => &[80, 82],
-            TensorType::Q3K => &[108],
-            _ => &[],
-        };
-        for &at in fields {
-            bytes[start + at..start + at + 2].copy_from_slice(&f16_bytes(small));
-        }
-        if tensor_type == TensorType::IQ1M {
-            // `d`'s f16 bits are the top nibbles of the four scale words.
-            let bits = half::f16::from_f32(small).to_bits();
-            for i in 0..4 {
-                let at = start + 48 + 2 * i;
-                bytes[at + 1] = (bytes[at + 1] & 15) | ((((bits >> (4 * i)) & 15) as u8) << 4);
-            }
-        }
-        if tensor_type == TensorType::F16 {
-            bytes[start..start + 2].copy_from_slice(&f16_bytes(small - 0.0125));
-        }
-    }
-    QuantPart::new(tensor_type, rows, cols, QuantBytes::Owned(Arc::new(bytes)))
-        .expect("whole blocks")
 }

@@ -28,6 +28,7 @@ pub use activation::silu_mul;
 pub use isa::{check_env, isa, Isa, ENV_VAR};
 pub use matmul::{matmul, matmul_with};
 pub use paged_attention::{paged_attention, paged_attention_with, AttentionDims};
+pub use quant_int_prefill::SCALAR_DOT;
 pub use quant_matmul::quant_matmul_with;
 pub use rows::{for_each_row, for_each_row_with, split_rows};
 pub use simd::Elem;

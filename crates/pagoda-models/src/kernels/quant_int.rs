@@ -393,7 +393,6 @@ fn decode_task<F: IntFormat>(
             _ => {}
         }
     }
-    #[cfg(test)]
     if isa == Isa::Scalar
         && super::quant_int_prefill::SCALAR_DOT.load(std::sync::atomic::Ordering::Relaxed)
     {

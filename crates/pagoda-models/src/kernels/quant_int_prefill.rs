@@ -47,10 +47,10 @@ const ROW_LINES: usize = 22;
 /// The factors of formats without any: i16 ones, one line.
 static ONES16: [i16; 32] = [1; 32];
 
-/// Tests set it to run the dot-product tiles on the scalar path (no CPU needed for them).
-#[cfg(test)]
-pub(super) static SCALAR_DOT: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(false);
+/// Tests set it to run the dot-product tiles on the scalar path (no CPU needed for them); a
+/// relaxed load per product costs nothing beside it.
+#[doc(hidden)]
+pub static SCALAR_DOT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 pub(super) struct Scratch {
     decoded: Vec<Line>,
@@ -117,7 +117,6 @@ pub(super) fn int_prefill_task<F: IntFormat>(
                 _ => {}
             }
         }
-        #[cfg(test)]
         if isa == Isa::Scalar && SCALAR_DOT.load(std::sync::atomic::Ordering::Relaxed) {
             // SAFETY: as below.
             return unsafe {
