@@ -110,13 +110,12 @@ pub trait Simd16: Copy {
     unsafe fn bytes_lookup16(b: Self::Bytes, table: &[u8; 16]) -> Self::Bytes;
     /// `b - v` per byte, wrapping (values become signed).
     unsafe fn bytes_sub(b: Self::Bytes, v: u8) -> Self::Bytes;
-    /// `-b` in the bytes whose bit of `word` is set, `b` elsewhere (wrapping): the codebook
-    /// types' signs.
-    unsafe fn bytes_negated_where(b: Self::Bytes, word: u32) -> Self::Bytes;
     /// `v` in byte `i` where bit `i` of `word` is set, 0 elsewhere.
     unsafe fn bytes_where_bits(word: u32, v: u8) -> Self::Bytes;
     /// `|b|` per byte, `b` signed (`-128` stays `0x80`, 128 unsigned).
     unsafe fn bytes_abs(b: Self::Bytes) -> Self::Bytes;
+    /// `b` per byte negated where `signs` is negative, zero where it is zero (`vpsignb`).
+    unsafe fn bytes_sign(b: Self::Bytes, signs: Self::Bytes) -> Self::Bytes;
     unsafe fn bytes_zero() -> Self::Bytes;
     /// Sixteen i16 lanes, 0-7 `lo` and 8-15 `hi`: the integer factors of a chunk's values
     /// 0-15 and 16-31.
@@ -486,18 +485,16 @@ impl Simd16 for Scalar {
         std::array::from_fn(|i| if (word >> i) & 1 == 1 { v } else { 0 })
     }
     #[inline(always)]
-    unsafe fn bytes_negated_where(b: Self::Bytes, word: u32) -> Self::Bytes {
-        std::array::from_fn(|i| {
-            if (word >> i) & 1 == 1 {
-                b[i].wrapping_neg()
-            } else {
-                b[i]
-            }
-        })
-    }
-    #[inline(always)]
     unsafe fn bytes_abs(b: Self::Bytes) -> Self::Bytes {
         b.map(|v| (v as i8).unsigned_abs())
+    }
+    #[inline(always)]
+    unsafe fn bytes_sign(b: Self::Bytes, signs: Self::Bytes) -> Self::Bytes {
+        std::array::from_fn(|i| match (signs[i] as i8).signum() {
+            -1 => b[i].wrapping_neg(),
+            0 => 0,
+            _ => b[i],
+        })
     }
     #[inline(always)]
     unsafe fn bytes_zero() -> Self::Bytes {
@@ -998,14 +995,12 @@ mod x86 {
                 _mm256_sub_epi8(b, _mm256_set1_epi8(v as i8))
             }
             #[inline(always)]
-            unsafe fn bytes_negated_where(b: __m256i, word: u32) -> __m256i {
-                // `(b ^ m) - m`: with `m` all ones, `!b + 1`.
-                let m = Self::bytes_where_bits(word, 0xFF);
-                _mm256_sub_epi8(_mm256_xor_si256(b, m), m)
-            }
-            #[inline(always)]
             unsafe fn bytes_abs(b: __m256i) -> __m256i {
                 bytes::abs(b)
+            }
+            #[inline(always)]
+            unsafe fn bytes_sign(b: __m256i, signs: __m256i) -> __m256i {
+                _mm256_sign_epi8(b, signs)
             }
             #[inline(always)]
             unsafe fn bytes_zero() -> __m256i {

@@ -46,6 +46,21 @@ impl Weights {
             Negative::Signed => self.bytes,
         }
     }
+
+    /// The bytes in a vector and, unless `Signed`, bytes carrying their signs: the
+    /// magnitudes or-ed with 0xFF where negative (none is zero).
+    #[inline(always)]
+    unsafe fn vectors<S: Simd16>(&self) -> (S::Bytes, S::Bytes) {
+        let bytes = S::bytes_load(self.bytes.as_ptr() as *const u8);
+        let signs = match self.negative {
+            Negative::Bits(word) => S::bytes_or(bytes, S::bytes_where_bits(word, 0xFF)),
+            Negative::Masks(masks) => {
+                S::bytes_or(bytes, S::bytes_load(masks.as_ptr() as *const u8))
+            }
+            Negative::Signed => bytes,
+        };
+        (bytes, signs)
+    }
 }
 
 /// The 32 weights of one chunk, with their scale.
@@ -374,11 +389,10 @@ macro_rules! lattice_format {
             unsafe fn chunk_q<S: Simd16>(row: *const u8, chunk: usize) -> S::Bytes {
                 let (b, j) = (row.add((chunk / 8) * <Self as Format>::BYTES), chunk % 8);
                 let w = Self::weights(b, j);
+                let (bytes, signs) = w.vectors::<S>();
                 match w.negative {
-                    Negative::Bits(word) => {
-                        S::bytes_negated_where(S::bytes_load(w.bytes.as_ptr() as *const u8), word)
-                    }
-                    _ => S::bytes_load(w.signed().as_ptr() as *const u8),
+                    Negative::Signed => bytes,
+                    _ => S::bytes_sign(bytes, signs),
                 }
             }
             #[inline(always)]
@@ -388,17 +402,10 @@ macro_rules! lattice_format {
             ) -> (S::Bytes, S::Bytes) {
                 let (b, j) = (row.add((chunk / 8) * <Self as Format>::BYTES), chunk % 8);
                 let w = Self::weights(b, j);
-                let bytes = S::bytes_load(w.bytes.as_ptr() as *const u8);
-                // Magnitudes or-ed with 0xFF where negative carry the signs.
+                let (bytes, signs) = w.vectors::<S>();
                 match w.negative {
-                    Negative::Bits(word) => {
-                        (bytes, S::bytes_or(bytes, S::bytes_where_bits(word, 0xFF)))
-                    }
-                    Negative::Masks(masks) => (
-                        bytes,
-                        S::bytes_or(bytes, S::bytes_load(masks.as_ptr() as *const u8)),
-                    ),
                     Negative::Signed => (S::bytes_abs(bytes), bytes),
+                    _ => (bytes, signs),
                 }
             }
             #[inline(always)]
