@@ -226,8 +226,9 @@ unsafe fn half_min_pairs<F: IntFormat>(row: *const u8, first: usize) -> __m256i 
 }
 
 /// A group's scales and offsets from its one or two super-blocks' fields, built in
-/// registers: `d` in each block's eight lanes and `-(dmin * m)` (negated by its sign bit, as
-/// the scalar `-` does); zeros past the row, as `group_scales_into` leaves them.
+/// registers: `d` (times `D_FRACTION`) in each block's eight lanes and `-(dmin * m)`
+/// (negated by its sign bit, as the scalar `-` does); zeros past the row, as
+/// `group_scales_into` leaves them.
 #[inline(always)]
 unsafe fn super_block_scales<F: IntFormat>(
     low: SuperBlockFields,
@@ -240,6 +241,11 @@ unsafe fn super_block_scales<F: IntFormat>(
         | u64::from(low.dmin) << 32
         | u64::from(high_fields.dmin) << 48;
     let dd = _mm_cvtph_ps(_mm_cvtsi64_si128(bits as i64));
+    let dd = if F::D_FRACTION == 1.0 {
+        dd
+    } else {
+        _mm_mul_ps(dd, _mm_set1_ps(F::D_FRACTION))
+    };
     let scale = Avx2(
         _mm256_broadcastss_ps(dd),
         _mm256_broadcastss_ps(_mm_shuffle_ps::<0b01>(dd, dd)),

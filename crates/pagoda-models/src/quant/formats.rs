@@ -540,9 +540,10 @@ pub trait IntFormat: Format {
     unsafe fn half_mins(_row: *const u8, _first: usize) -> [u8; 16] {
         [0; 16]
     }
-    /// For formats of 256-value super-blocks (Q4_K, Q5_K, Q6_K), the fields of the block at
-    /// `block` that set its chunks' scale (`d`), offsets (`-(dmin * m)`) and, for Q4_K/Q5_K,
-    /// factors (`sc`): a kernel may build them in registers, once per eight chunks.
+    /// For formats of 256-value super-blocks whose scale is one per block (Q4_K, Q5_K, Q6_K,
+    /// the codebook types with factors per half chunk), the fields of the block at `block`
+    /// that set its chunks' scale (`d`), offsets (`-(dmin * m)`) and, for Q4_K/Q5_K, factors
+    /// (`sc`): a kernel may build them in registers, once per eight chunks.
     ///
     /// # Safety
     /// `block` holds a whole block.
@@ -550,6 +551,9 @@ pub trait IntFormat: Format {
     unsafe fn super_block_fields(_block: *const u8) -> Option<SuperBlockFields> {
         None
     }
+    /// The scale `super_block_fields` stands for is `d` times this, a power of two (exact):
+    /// the codebook types' `d / 8`.
+    const D_FRACTION: f32 = 1.0;
     /// Each chunk's scale is the f16 in its first two bytes and it has no offset (Q8_0, Q4_0,
     /// Q5_0): a kernel may gather a group's scales in one instruction.
     const SCALE_F16_FIRST: bool = false;

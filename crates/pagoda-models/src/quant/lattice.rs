@@ -9,7 +9,7 @@
 //! (`d * (0.5 + s) * 0.25 * grid * sign`, `d * (2 s + 1) * (grid + delta)`), and the integer
 //! kernels multiply `w` as they multiply Q8_0's bytes.
 
-use super::formats::{f16_scalar, Factors, Format, IntFormat};
+use super::formats::{f16_scalar, Factors, Format, IntFormat, SuperBlockFields};
 use super::iq_grids;
 use crate::kernels::simd::Simd16;
 
@@ -76,6 +76,15 @@ trait Lattice {
     /// # Safety
     /// As `weights`.
     unsafe fn base<S: Simd16>(block: *const u8, j: usize) -> f32;
+    /// Where `base` is `d / 8` for the whole block (the types with factors per half chunk),
+    /// `d`'s f16 bits: a kernel builds the block's `base` in registers, as the K-quants' `d`.
+    ///
+    /// # Safety
+    /// `block` holds a whole block.
+    #[inline(always)]
+    unsafe fn block_d_bits(_block: *const u8) -> Option<u16> {
+        None
+    }
     /// The factors of the chunk's values 0-15 and 16-31.
     ///
     /// # Safety
@@ -216,6 +225,10 @@ impl Lattice for IQ2XS {
         f16_scalar::<S>(block) * 0.125
     }
     #[inline(always)]
+    unsafe fn block_d_bits(block: *const u8) -> Option<u16> {
+        Some(u16_at(block))
+    }
+    #[inline(always)]
     unsafe fn chunk_factors(block: *const u8, j: usize) -> [i16; 2] {
         odd_nibbles(*block.add(66 + j))
     }
@@ -241,6 +254,10 @@ impl Lattice for IQ2S {
     #[inline(always)]
     unsafe fn base<S: Simd16>(block: *const u8, _j: usize) -> f32 {
         f16_scalar::<S>(block) * 0.125
+    }
+    #[inline(always)]
+    unsafe fn block_d_bits(block: *const u8) -> Option<u16> {
+        Some(u16_at(block))
     }
     #[inline(always)]
     unsafe fn chunk_factors(block: *const u8, j: usize) -> [i16; 2] {
@@ -342,12 +359,11 @@ impl Lattice for IQ1M {
     }
     #[inline(always)]
     unsafe fn base<S: Simd16>(block: *const u8, _j: usize) -> f32 {
-        let word = |i: usize| u16_at(block.add(48 + 2 * i));
-        let bits = (word(0) >> 12)
-            | ((word(1) >> 8) & 0xF0)
-            | ((word(2) >> 4) & 0xF00)
-            | (word(3) & 0xF000);
-        S::f16_to_f32(bits) * 0.125
+        S::f16_to_f32(iq1m_d_bits(block)) * 0.125
+    }
+    #[inline(always)]
+    unsafe fn block_d_bits(block: *const u8) -> Option<u16> {
+        Some(iq1m_d_bits(block))
     }
     #[inline(always)]
     unsafe fn chunk_factors(block: *const u8, j: usize) -> [i16; 2] {
@@ -357,6 +373,13 @@ impl Lattice for IQ1M {
             2 * s as i16 + 1
         })
     }
+}
+
+/// IQ1_M's `d`: its f16 bits in the top nibbles of the four scale words.
+#[inline(always)]
+unsafe fn iq1m_d_bits(block: *const u8) -> u16 {
+    let word = |i: usize| u16_at(block.add(48 + 2 * i));
+    (word(0) >> 12) | ((word(1) >> 8) & 0xF0) | ((word(2) >> 4) & 0xF00) | (word(3) & 0xF000)
 }
 
 /// `Format` and `IntFormat` of a `Lattice` type: signed integers without offsets, `SPAN`
@@ -411,6 +434,14 @@ macro_rules! lattice_format {
             #[inline(always)]
             unsafe fn factors(row: *const u8, chunk: usize) -> [i16; 2] {
                 Self::chunk_factors(row.add((chunk / 8) * <Self as Format>::BYTES), chunk % 8)
+            }
+            const D_FRACTION: f32 = 0.125;
+            #[inline(always)]
+            unsafe fn super_block_fields(block: *const u8) -> Option<SuperBlockFields> {
+                Self::block_d_bits(block).map(|d| SuperBlockFields {
+                    d,
+                    ..Default::default()
+                })
             }
             #[inline(always)]
             unsafe fn scale_offset<S: Simd16>(row: *const u8, chunk: usize) -> (f32, f32) {
