@@ -467,11 +467,12 @@ mod tests {
     use super::*;
     use crate::kernels::simd::Scalar;
 
-    /// `chunk_abs_signs` of random blocks is `chunk_q` apart: `|q|`, and bytes negative
-    /// exactly where `q` is and never zero where `q` is not.
-    fn abs_signs_match_values<T: IntFormat>() {
+    /// The integer kernels' bytes of random blocks, `chunk_q` and `chunk_abs_signs` (`|q|`
+    /// and a carrier of q's sign, never zero), are the float path's signed weights
+    /// (`Weights::signed`, negated bytewise in 64-bit words).
+    fn abs_signs_match_values<T: IntFormat + Lattice>() {
         let mut state = 0x9E37_79B9_7F4A_7C15_u64;
-        let block: Vec<u8> = (0..4 * T::BYTES)
+        let block: Vec<u8> = (0..4 * <T as Lattice>::SIZE)
             .map(|_| {
                 state ^= state << 13;
                 state ^= state >> 7;
@@ -480,12 +481,20 @@ mod tests {
             })
             .collect();
         for chunk in 0..32 {
+            let b = block[(chunk / 8) * <T as Lattice>::SIZE..].as_ptr();
+            let want = unsafe { T::weights(b, chunk % 8) }.signed();
+            let want: Vec<i8> = want
+                .iter()
+                .flat_map(|w| w.to_le_bytes())
+                .map(|v| v as i8)
+                .collect();
             let q = unsafe { T::chunk_q::<Scalar>(block.as_ptr(), chunk) };
             let (abs, signs) = unsafe { T::chunk_abs_signs::<Scalar>(block.as_ptr(), chunk) };
             for i in 0..32 {
                 let (q, signs) = (q[i] as i8, signs[i] as i8);
-                assert_eq!(abs[i], q.unsigned_abs(), "chunk {chunk} byte {i}");
-                assert_eq!(signs.signum(), q.signum(), "chunk {chunk} byte {i}");
+                assert_eq!(q, want[i], "chunk {chunk} byte {i}");
+                assert_eq!(abs[i], want[i].unsigned_abs(), "chunk {chunk} byte {i}");
+                assert_eq!(signs.signum(), want[i].signum(), "chunk {chunk} byte {i}");
             }
         }
     }
