@@ -71,11 +71,15 @@ trait Lattice {
     /// # Safety
     /// `block` holds a whole block and `j < 8`.
     unsafe fn weights(block: *const u8, j: usize) -> Weights;
-    /// The chunk's `base` (exact).
+    /// The chunk's `base` (exact); by default the block's `d / 8` (`block_d_bits`).
     ///
     /// # Safety
     /// As `weights`.
-    unsafe fn base<S: Simd16>(block: *const u8, j: usize) -> f32;
+    #[inline(always)]
+    unsafe fn base<S: Simd16>(block: *const u8, _j: usize) -> f32 {
+        let d = Self::block_d_bits(block).expect("types without it define their base");
+        S::f16_to_f32(d) * BLOCK_D_FRACTION
+    }
     /// Where `base` is `d / 8` for the whole block (the types with factors per half chunk),
     /// `d`'s f16 bits: a kernel builds the block's `base` in registers, as the K-quants' `d`.
     ///
@@ -94,6 +98,9 @@ trait Lattice {
         [1, 1]
     }
 }
+
+/// `base / d` of the types with one `base` per block.
+const BLOCK_D_FRACTION: f32 = 0.125;
 
 /// The sign of weight `i` of a group of eight in bit `i` of seven stored bits, the eighth
 /// bit making the number of negative weights even (ggml's `ksigns_iq2xs`).
@@ -221,10 +228,6 @@ impl Lattice for IQ2XS {
         }
     }
     #[inline(always)]
-    unsafe fn base<S: Simd16>(block: *const u8, _j: usize) -> f32 {
-        f16_scalar::<S>(block) * 0.125
-    }
-    #[inline(always)]
     unsafe fn block_d_bits(block: *const u8) -> Option<u16> {
         Some(u16_at(block))
     }
@@ -250,10 +253,6 @@ impl Lattice for IQ2S {
             }),
             negative: Negative::Bits(u32_at(block.add(34 + 4 * j))),
         }
-    }
-    #[inline(always)]
-    unsafe fn base<S: Simd16>(block: *const u8, _j: usize) -> f32 {
-        f16_scalar::<S>(block) * 0.125
     }
     #[inline(always)]
     unsafe fn block_d_bits(block: *const u8) -> Option<u16> {
@@ -358,10 +357,6 @@ impl Lattice for IQ1M {
         }
     }
     #[inline(always)]
-    unsafe fn base<S: Simd16>(block: *const u8, _j: usize) -> f32 {
-        S::f16_to_f32(iq1m_d_bits(block)) * 0.125
-    }
-    #[inline(always)]
     unsafe fn block_d_bits(block: *const u8) -> Option<u16> {
         Some(iq1m_d_bits(block))
     }
@@ -435,7 +430,7 @@ macro_rules! lattice_format {
             unsafe fn factors(row: *const u8, chunk: usize) -> [i16; 2] {
                 Self::chunk_factors(row.add((chunk / 8) * <Self as Format>::BYTES), chunk % 8)
             }
-            const D_FRACTION: f32 = 0.125;
+            const D_FRACTION: f32 = BLOCK_D_FRACTION;
             #[inline(always)]
             unsafe fn super_block_fields(block: *const u8) -> Option<SuperBlockFields> {
                 Self::block_d_bits(block).map(|d| SuperBlockFields {
