@@ -8,6 +8,106 @@ use half::{bf16, f16};
 
 pub const LANES: usize = 16;
 
+/// Where a chunk's codebook row indices lie (IQ1-IQ3): index `k` is field `k` of `low`
+/// (`low_bits` 8: bytes, 16: little-endian u16, 0: none) shifted right by `low_shift` and
+/// and-ed with `low_mask`, or-ed with `high_bits` bits of `high` from bit `high_stride * k`,
+/// moved up to bit `high_at`. Each type's layout is constant, so it folds into the kernels.
+#[derive(Clone, Copy)]
+pub struct RowIndex {
+    low: *const u8,
+    low_bits: u32,
+    low_shift: u32,
+    low_mask: u32,
+    high: u32,
+    high_stride: u32,
+    high_bits: u32,
+    high_at: u32,
+}
+
+impl RowIndex {
+    const NONE: RowIndex = RowIndex {
+        low: std::ptr::null(),
+        low_bits: 0,
+        low_shift: 0,
+        low_mask: 0,
+        high: 0,
+        high_stride: 0,
+        high_bits: 0,
+        high_at: 0,
+    };
+
+    /// Index `k` is byte `k` at `low`.
+    pub fn bytes(low: *const u8) -> Self {
+        RowIndex {
+            low,
+            low_bits: 8,
+            low_mask: 255,
+            ..Self::NONE
+        }
+    }
+
+    /// Index `k` is `(u16 k at low >> shift) & mask`.
+    pub fn halves(low: *const u8, shift: u32, mask: u32) -> Self {
+        RowIndex {
+            low,
+            low_bits: 16,
+            low_shift: shift,
+            low_mask: mask,
+            ..Self::NONE
+        }
+    }
+
+    /// Index `k` is the `bits` bits of `word` from bit `stride * k`.
+    pub fn fields(word: u32, stride: u32, bits: u32) -> Self {
+        RowIndex {
+            high: word,
+            high_stride: stride,
+            high_bits: bits,
+            ..Self::NONE
+        }
+    }
+
+    /// These indices with the `bits` bits of `high` from bit `stride * k` above bit 8.
+    pub fn above(self, high: u32, stride: u32, bits: u32) -> Self {
+        RowIndex {
+            high,
+            high_stride: stride,
+            high_bits: bits,
+            high_at: 8,
+            ..self
+        }
+    }
+
+    /// Index `k`, read in scalar code.
+    ///
+    /// # Safety
+    /// `low` holds field `k`.
+    #[inline(always)]
+    pub unsafe fn at(&self, k: usize) -> usize {
+        let low = match self.low_bits {
+            0 => 0,
+            8 => u32::from(*self.low.add(k)),
+            _ => u32::from(u16::from_le_bytes([
+                *self.low.add(2 * k),
+                *self.low.add(2 * k + 1),
+            ])),
+        };
+        let high = (self.high >> (self.high_stride * k as u32)) & ((1 << self.high_bits) - 1);
+        (((low >> self.low_shift) & self.low_mask) | (high << self.high_at)) as usize
+    }
+
+    /// Whether each index is put together from a field of `low` and bits of `high`.
+    pub fn is_split(&self) -> bool {
+        self.low_bits != 0 && self.high_bits != 0
+    }
+
+    /// The largest index the layout can hold.
+    pub fn max(&self) -> usize {
+        let low = if self.low_bits == 0 { 0 } else { self.low_mask };
+        (low | (((1 << self.high_bits) - 1) << self.high_at)) as usize
+    }
+}
+
 /// # Safety
 /// Every method may use instructions of its path: call them only from code compiled for that
 /// path (inside `dispatch!`) on a CPU that has it. Pointers must point at 16 readable (or
@@ -117,6 +217,12 @@ pub trait Simd16: Copy {
     /// `b` per byte negated where `signs` is negative, zero where it is zero (`vpsignb`).
     unsafe fn bytes_sign(b: Self::Bytes, signs: Self::Bytes) -> Self::Bytes;
     unsafe fn bytes_zero() -> Self::Bytes;
+    /// Eight four-byte codebook rows (row `k` in bytes `4 k..4 k + 4`) at `index`'s eight
+    /// indices.
+    ///
+    /// # Safety
+    /// `index.max() < table.len()`; `index.low` as `RowIndex::at`.
+    unsafe fn bytes_rows4(table: &[u32], index: RowIndex) -> Self::Bytes;
     /// Sixteen i16 lanes, 0-7 `lo` and 8-15 `hi`: the integer factors of a chunk's values
     /// 0-15 and 16-31.
     unsafe fn int_halves(lo: i16, hi: i16) -> Self::Bytes;
@@ -497,6 +603,10 @@ impl Simd16 for Scalar {
         })
     }
     #[inline(always)]
+    unsafe fn bytes_rows4(table: &[u32], index: RowIndex) -> Self::Bytes {
+        std::array::from_fn(|i| table[index.at(i / 4)].to_le_bytes()[i % 4])
+    }
+    #[inline(always)]
     unsafe fn bytes_zero() -> Self::Bytes {
         [0; 32]
     }
@@ -753,6 +863,7 @@ mod x86 {
 
     /// Byte operations on 32 bytes shared by both x86 paths (AVX2 instructions).
     mod bytes {
+        use super::super::RowIndex;
         use std::arch::x86_64::{
             __m128i, __m256i, _mm256_and_si256, _mm256_broadcastsi128_si256,
             _mm256_castsi128_si256, _mm256_cmpeq_epi8, _mm256_inserti128_si256, _mm256_loadu_si256,
@@ -862,6 +973,42 @@ mod x86 {
             _mm256_inserti128_si256::<1>(
                 _mm256_castsi128_si256(_mm_set1_epi16(lo)),
                 _mm_set1_epi16(hi),
+            )
+        }
+        /// A layout's eight indices (the rows of four bytes) in 32-bit lanes.
+        #[inline(always)]
+        unsafe fn eight_indices(index: RowIndex) -> __m256i {
+            use std::arch::x86_64::{
+                _mm256_cvtepu16_epi32, _mm256_cvtepu8_epi32, _mm256_or_si256, _mm256_sll_epi32,
+                _mm256_srl_epi32, _mm_loadl_epi64,
+            };
+            let s = index.high_stride as i32;
+            let high = _mm256_srlv_epi32(
+                _mm256_set1_epi32(index.high as i32),
+                _mm256_setr_epi32(0, s, 2 * s, 3 * s, 4 * s, 5 * s, 6 * s, 7 * s),
+            );
+            let high = _mm256_sll_epi32(
+                _mm256_and_si256(high, _mm256_set1_epi32((1 << index.high_bits) - 1)),
+                _mm_cvtsi32_si128(index.high_at as i32),
+            );
+            let low = match index.low_bits {
+                0 => return high,
+                8 => _mm256_cvtepu8_epi32(_mm_loadl_epi64(index.low as *const __m128i)),
+                _ => _mm256_cvtepu16_epi32(_mm_loadu_si128(index.low as *const __m128i)),
+            };
+            let low = _mm256_srl_epi32(low, _mm_cvtsi32_si128(index.low_shift as i32));
+            _mm256_or_si256(
+                _mm256_and_si256(low, _mm256_set1_epi32(index.low_mask as i32)),
+                high,
+            )
+        }
+        /// The eight rows in one gather.
+        #[inline(always)]
+        pub unsafe fn rows4(table: &[u32], index: RowIndex) -> __m256i {
+            debug_assert!(index.max() < table.len());
+            std::arch::x86_64::_mm256_i32gather_epi32::<4>(
+                table.as_ptr() as *const i32,
+                eight_indices(index),
             )
         }
         #[inline(always)]
@@ -1005,6 +1152,10 @@ mod x86 {
             #[inline(always)]
             unsafe fn bytes_zero() -> __m256i {
                 _mm256_setzero_si256()
+            }
+            #[inline(always)]
+            unsafe fn bytes_rows4(table: &[u32], index: super::RowIndex) -> __m256i {
+                bytes::rows4(table, index)
             }
             #[inline(always)]
             unsafe fn int_halves(lo: i16, hi: i16) -> __m256i {
