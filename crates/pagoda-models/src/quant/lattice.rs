@@ -23,12 +23,36 @@ struct Weights {
 /// Where a chunk's weights come from.
 #[derive(Clone, Copy)]
 enum Magnitudes {
-    /// Eight rows of four bytes of a codebook.
-    Rows4(&'static [u32], RowIndex),
-    /// Four rows of eight bytes of a codebook.
-    Rows8(&'static [u64], RowIndex),
-    /// Computed in scalar code (IQ1's shifted rows).
+    /// Eight rows of four bytes of a codebook, fetched in one gather by the integer kernels.
+    Gathered(&'static [u32], RowIndex),
+    /// Read in scalar code.
     Words([u64; 4]),
+}
+
+impl Magnitudes {
+    /// Eight rows of four bytes: gathered where each index is put together from two fields
+    /// (IQ3_S); on Zen 3 that is 40% faster than scalar loads there, and slower than them
+    /// for indices read whole (IQ3_XXS) and for four 8-byte rows (IQ2: `rows8`).
+    #[inline(always)]
+    unsafe fn rows4(table: &'static [u32], index: RowIndex) -> Self {
+        if index.is_split() {
+            Magnitudes::Gathered(table, index)
+        } else {
+            Magnitudes::Words(four_byte_rows(table, index))
+        }
+    }
+
+    /// Four rows of eight bytes.
+    #[inline(always)]
+    unsafe fn rows8(table: &[u64], index: RowIndex) -> Self {
+        Magnitudes::Words(std::array::from_fn(|l| table[index.at(l)]))
+    }
+}
+
+/// Eight four-byte rows in scalar code.
+#[inline(always)]
+unsafe fn four_byte_rows(table: &[u32], index: RowIndex) -> [u64; 4] {
+    std::array::from_fn(|l| two_rows(table, index.at(2 * l), index.at(2 * l + 1)))
 }
 
 /// Which of a chunk's weights are negative.
@@ -44,22 +68,13 @@ enum Negative {
 }
 
 impl Weights {
-    /// The magnitudes, in scalar code.
-    #[inline(always)]
-    unsafe fn words(&self) -> [u64; 4] {
-        match self.magnitudes {
-            Magnitudes::Rows4(table, index) => {
-                std::array::from_fn(|l| two_rows(table, index.at(2 * l), index.at(2 * l + 1)))
-            }
-            Magnitudes::Rows8(table, index) => std::array::from_fn(|l| table[index.at(l)]),
-            Magnitudes::Words(words) => words,
-        }
-    }
-
     /// The bytes with their signs, in scalar code.
     #[inline(always)]
     unsafe fn signed(&self) -> [u64; 4] {
-        let bytes = self.words();
+        let bytes = match self.magnitudes {
+            Magnitudes::Gathered(table, index) => four_byte_rows(table, index),
+            Magnitudes::Words(words) => words,
+        };
         match self.negative {
             Negative::Bits(word) => {
                 std::array::from_fn(|l| negated_where(bytes[l], sign_mask((word >> (8 * l)) as u8)))
@@ -72,15 +87,14 @@ impl Weights {
     }
 
     /// The bytes in a vector and, unless `Signed`, bytes carrying their signs: the
-    /// magnitudes or-ed with 0xFF where negative (none is zero). Eight rows of four bytes
-    /// whose indices are put together from two fields (IQ3_S) come in one gather; on Zen 3
-    /// that is 40% faster than the loads there, and slower than them for indices read
-    /// whole (IQ3_XXS), for four 8-byte rows and for the sign masks.
+    /// magnitudes or-ed with 0xFF where negative (none is zero).
     #[inline(always)]
     unsafe fn vectors<S: Simd16>(&self) -> (S::Bytes, Option<S::Bytes>) {
         let bytes = match self.magnitudes {
-            Magnitudes::Rows4(table, index) if index.is_split() => S::bytes_rows4(table, index),
-            _ => S::bytes_load(self.words().as_ptr() as *const u8),
+            Magnitudes::Gathered(table, index) => S::bytes_rows4(table, index),
+            // Loaded from the words in place: through a copy, LLVM kept IQ1's four words
+            // apart and put them together with shuffles, 20% slower on Zen 3.
+            Magnitudes::Words(ref words) => S::bytes_load(words.as_ptr() as *const u8),
         };
         let negative = match self.negative {
             Negative::Bits(word) => S::bytes_where_bits(word, 0xFF),
@@ -231,7 +245,7 @@ impl Lattice for IQ2XXS {
     unsafe fn weights(block: *const u8, j: usize) -> Weights {
         let q = block.add(2 + 8 * j);
         Weights {
-            magnitudes: Magnitudes::Rows8(&iq_grids::IQ2_XXS, RowIndex::bytes(q)),
+            magnitudes: Magnitudes::rows8(&iq_grids::IQ2_XXS, RowIndex::bytes(q)),
             negative: even_signs_of(u32_at(q.add(4))),
         }
     }
@@ -250,7 +264,7 @@ impl Lattice for IQ2XS {
     unsafe fn weights(block: *const u8, j: usize) -> Weights {
         let q = block.add(2 + 8 * j);
         Weights {
-            magnitudes: Magnitudes::Rows8(&iq_grids::IQ2_XS, RowIndex::halves(q, 0, 511)),
+            magnitudes: Magnitudes::rows8(&iq_grids::IQ2_XS, RowIndex::halves(q, 0, 511)),
             negative: Negative::Parity(RowIndex::halves(q, 9, 127)),
         }
     }
@@ -273,7 +287,7 @@ impl Lattice for IQ2S {
     unsafe fn weights(block: *const u8, j: usize) -> Weights {
         let index = RowIndex::bytes(block.add(2 + 4 * j)).above((*block.add(66 + j)).into(), 2, 2);
         Weights {
-            magnitudes: Magnitudes::Rows8(&iq_grids::IQ2_S, index),
+            magnitudes: Magnitudes::rows8(&iq_grids::IQ2_S, index),
             negative: Negative::Bits(u32_at(block.add(34 + 4 * j))),
         }
     }
@@ -301,7 +315,7 @@ impl Lattice for IQ3XXS {
     #[inline(always)]
     unsafe fn weights(block: *const u8, j: usize) -> Weights {
         Weights {
-            magnitudes: Magnitudes::Rows4(
+            magnitudes: Magnitudes::rows4(
                 &iq_grids::IQ3_XXS,
                 RowIndex::bytes(block.add(2 + 8 * j)),
             ),
@@ -323,7 +337,7 @@ impl Lattice for IQ3S {
     unsafe fn weights(block: *const u8, j: usize) -> Weights {
         let index = RowIndex::bytes(block.add(2 + 8 * j)).above((*block.add(66 + j)).into(), 1, 1);
         Weights {
-            magnitudes: Magnitudes::Rows4(&iq_grids::IQ3_S, index),
+            magnitudes: Magnitudes::rows4(&iq_grids::IQ3_S, index),
             negative: Negative::Bits(u32_at(block.add(74 + 4 * j))),
         }
     }
