@@ -8,7 +8,7 @@ use half::{bf16, f16};
 
 pub const LANES: usize = 16;
 
-/// Where a chunk's codebook row indices lie (IQ1-IQ3): index `k` is field `k` of `low`
+/// Where a chunk's codebook row indices lie (IQ2, IQ3): index `k` is field `k` of `low`
 /// (`low_bits` 8: bytes, 16: little-endian u16, 0: none) shifted right by `low_shift` and
 /// and-ed with `low_mask`, or-ed with `high_bits` bits of `high` from bit `high_stride * k`,
 /// moved up to bit `high_at`. Each type's layout is constant, so it folds into the kernels.
